@@ -1,0 +1,310 @@
+"""The speculative decoder: prefill, then draft -> verify (one forward, tree attention) -> accept.
+
+Shaped after gpt-fast's generate.py: small functions with explicit tensors and positions
+(:func:`prefill`, :func:`decode_one_token`, :meth:`SpeculativeDecoder._speculative_step`), and the
+statistics returned as plain data. Output is token-for-token the model's own (greedy) output, or
+distributed exactly as the model's own samples (see :mod:`engine.verify`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from .draft_tree import SOURCE_NAMES, DraftTree
+from .drafters import FastCoderCache, make_drafter
+from .model import LoadedModel
+from .verify import SamplingParams, accept, choose_token, compact_cache, tree_forward
+
+log = logging.getLogger(__name__)
+
+#: Decoding methods: two baselines without drafting and three drafters.
+METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder")
+
+
+@dataclass
+class GenerationResult:
+    """What :meth:`SpeculativeDecoder.generate` returns.
+
+    Attributes:
+        text: the decoded new text (cut before a stop string); "" without a tokenizer.
+        token_ids: the new token ids (EOS excluded).
+        finish_reason: ``"eos"``, ``"length"``, ``"stop"`` or ``"cancelled"``.
+        stats: plain-data statistics (see :func:`_stats`).
+    """
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+    stats: dict = field(default_factory=dict)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+@torch.inference_mode()
+def prefill(model, cache, prompt: torch.Tensor) -> torch.Tensor:
+    """Fill ``cache`` with ``prompt`` ((1, T) int64); returns the (V,) logits after its last token."""
+    return model(input_ids=prompt, past_key_values=cache, use_cache=True).logits[0, -1]
+
+
+@torch.inference_mode()
+def decode_one_token(model, cache, token: int) -> torch.Tensor:
+    """Append one token to ``cache``; returns the (V,) logits that follow it."""
+    ids = torch.tensor([[token]], dtype=torch.long, device=model.device)
+    return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0, -1]
+
+
+class SpeculativeDecoder:
+    """Lossless speculative decoding with retrieval drafters.
+
+    Args:
+        loaded: a :class:`~engine.model.LoadedModel`.
+        method: one of :data:`METHODS`.
+        repo_datastore: D_r (``RepoDatastore``) or None.
+        common_datastore: D_c (``Datastore``) or None.
+        **options: drafter options (see :func:`engine.drafters.make_drafter`), e.g.
+            ``use_cache=False`` for the FastCoder ablations, ``draft_budget=64``.
+
+    Raises:
+        ValueError: unknown method; TypeError: an option the method does not take.
+    """
+
+    def __init__(self, loaded: LoadedModel, method: str = "fastcoder", repo_datastore=None,
+                 common_datastore=None, **options):
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        self.loaded = loaded
+        self.method = method
+        self.repo_datastore = repo_datastore
+        self.common_datastore = common_datastore
+        self.options = dict(options)
+        if method in ("rest", "copyspec", "fastcoder"):  # validate the options now, not mid-request
+            self._make_drafter(None)
+        elif options:
+            raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")
+
+    def new_cache(self) -> FastCoderCache:
+        """A fresh per-document FastCoder cache, to pass to :meth:`generate` across requests."""
+        return FastCoderCache(n_min=self.options.get("n_min", 2))
+
+    def _make_drafter(self, cache):
+        token_info = self.loaded.token_info if self.method == "fastcoder" else None
+        return make_drafter(self.method, token_info, self.repo_datastore, self.common_datastore,
+                            cache=cache, **self.options)
+
+    # ----------------------------------------------------------------------------- public API
+    def generate(self, prompt: str | Sequence[int], max_new_tokens: int = 128, temperature: float = 0.0,
+                 top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                 stop: Sequence[str] | None = None, cache: FastCoderCache | None = None,
+                 cancel: threading.Event | None = None) -> GenerationResult:
+        """Generate up to ``max_new_tokens`` tokens after ``prompt``.
+
+        Args:
+            prompt: text, or token ids (list of int). An empty prompt starts from BOS.
+            max_new_tokens: tokens to generate at most (>= 0).
+            temperature, top_p, top_k: sampling (temperature 0 = greedy); warped as transformers does.
+            seed: seeds the sampler (and nothing else); same seed, same output.
+            stop: strings that end the generation; ``text`` is cut before the first one.
+            cache: per-document FastCoder cache from :meth:`new_cache` (fastcoder only).
+            cancel: checked before every forward pass; once set, returns what was generated so far.
+
+        Returns:
+            A :class:`GenerationResult`.
+
+        Raises:
+            ValueError: bad sampling parameters, negative max_new_tokens, an empty prompt for a
+                model without BOS, or a text prompt without a tokenizer.
+        """
+        params = SamplingParams(float(temperature), float(top_p), int(top_k))
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        ids, truncated = self._prompt_ids(prompt, max_new_tokens)
+        if self.method == "hf-prompt-lookup":
+            return self._generate_hf(ids, max_new_tokens, params, seed, stop, truncated)
+        generator = None
+        if not params.greedy:
+            generator = torch.Generator(device=self.loaded.device)
+            generator.manual_seed(seed if seed is not None else int(torch.seed() % 2**63))
+        drafter = None if self.method == "ar" else self._make_drafter(cache)
+        return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated)
+
+    # ----------------------------------------------------------------------------- internals
+    def _prompt_ids(self, prompt, max_new_tokens: int) -> tuple[list[int], bool]:
+        tok = self.loaded.tokenizer
+        if isinstance(prompt, str):
+            if tok is None:
+                raise ValueError("a text prompt needs a tokenizer; pass token ids instead")
+            ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        else:
+            ids = [int(t) for t in prompt]
+            bad = [t for t in ids if not 0 <= t < self.loaded.vocab_size]
+            if bad:
+                raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary (0..{self.loaded.vocab_size - 1})")
+        if not ids:
+            bos = getattr(tok, "bos_token_id", None) if tok is not None else None
+            bos = bos if bos is not None else getattr(self.loaded.model.config, "bos_token_id", None)
+            if bos is None:
+                raise ValueError("empty prompt, and the model has no BOS token to start from")
+            ids = [int(bos)]
+        room = self.loaded.max_positions - max_new_tokens - int(self.options.get("draft_budget", 64)) - 1
+        room = max(room, 1)
+        if len(ids) > room:
+            log.warning("prompt of %d tokens is longer than the model allows with %d new tokens; "
+                        "keeping its last %d tokens", len(ids), max_new_tokens, room)
+            return ids[-room:], True
+        return ids, False
+
+    @torch.inference_mode()
+    def _generate(self, ids: list[int], max_new: int, params: SamplingParams, generator, drafter,
+                  stop, cancel, truncated: bool) -> GenerationResult:
+        model = self.loaded.model
+        eos = self.loaded.eos_token_ids
+        out: list[int] = []
+        accepted_lengths: list[int] = []
+        hits = {name: 0 for name in SOURCE_NAMES.values()}
+        retrieval_s = 0.0
+        finish = "length"
+        t0 = time.perf_counter()
+        if max_new == 0:
+            return self._result(ids, out, "length", t0, t0, t0, accepted_lengths, hits, 0.0, truncated, stop)
+        cache = DynamicCache(config=model.config)
+        prompt = torch.tensor([ids], dtype=torch.long, device=self.loaded.device)
+        pending = choose_token(prefill(model, cache, prompt), params, generator)
+        t_prefill = time.perf_counter()
+        context = np.empty(len(ids) + max_new + 128, dtype=np.int64)  # prompt + generated, pending last
+        context[:len(ids)] = ids
+        n_ctx = len(ids)
+        if drafter is not None:
+            t = time.perf_counter()
+            drafter.reset(context[:n_ctx])
+            retrieval_s += time.perf_counter() - t
+        while True:
+            if pending in eos:
+                finish = "eos"
+                break
+            out.append(pending)
+            context[n_ctx] = pending
+            n_ctx += 1
+            if len(out) >= max_new:
+                break
+            if stop and self._hit_stop(out, stop):
+                finish = "stop"
+                break
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+            past_len = n_ctx - 1  # the pending token is not in the KV cache yet
+            if drafter is None:
+                pending = choose_token(decode_one_token(model, cache, pending), params, generator)
+                accepted_lengths.append(1)
+                continue
+            t = time.perf_counter()
+            ctx_view = context[:n_ctx]
+            tree = drafter.propose(ctx_view)
+            retrieval_s += time.perf_counter() - t
+            logits = tree_forward(model, cache, pending, tree, past_len)
+            path, bonus = accept(logits, tree, params, generator)
+            compact_cache(cache, past_len, path, len(tree))
+            committed = tree.tokens[path].tolist() + [bonus]
+            t = time.perf_counter()
+            drafter.observe(ctx_view, tree, path, committed)
+            retrieval_s += time.perf_counter() - t
+            accepted_lengths.append(len(committed))
+            for node in path:
+                bits = int(tree.sources[node])
+                for bit, name in SOURCE_NAMES.items():
+                    if bits & bit:
+                        hits[name] += 1
+            # all but the last committed token are in the cache now; the last becomes pending
+            for tok in committed[:-1]:
+                if tok in eos or len(out) >= max_new:
+                    break
+                out.append(tok)
+                context[n_ctx] = tok
+                n_ctx += 1
+            else:
+                pending = committed[-1]
+                continue
+            finish = "eos" if len(out) < max_new else "length"
+            break
+        t_end = time.perf_counter()
+        return self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
+                            truncated, stop)
+
+    def _hit_stop(self, out: list[int], stop: Sequence[str]) -> bool:
+        tok = self.loaded.tokenizer
+        if tok is None:
+            return False
+        text = tok.decode(out, skip_special_tokens=True)
+        return any(s and s in text for s in stop)
+
+    def _result(self, ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
+                truncated, stop) -> GenerationResult:
+        text = ""
+        tok = self.loaded.tokenizer
+        if tok is not None and out:
+            text = tok.decode(out, skip_special_tokens=True)
+        if stop:
+            cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+        forward_passes = len(accepted_lengths)
+        stats = {
+            "method": self.method,
+            "prompt_tokens": len(ids),
+            "truncated_prompt": truncated,
+            "new_tokens": len(out),
+            "forward_passes": forward_passes,
+            "mean_accepted_length": round(sum(accepted_lengths) / forward_passes, 4) if forward_passes else 0.0,
+            "accepted_lengths": accepted_lengths,
+            "prefill_ms": _ms(t_prefill - t0),
+            "decode_ms": _ms(t_end - t_prefill),
+            "retrieval_ms": _ms(retrieval_s),
+            "hits": hits,
+        }
+        return GenerationResult(text, out, finish, stats)
+
+    def _generate_hf(self, ids, max_new, params: SamplingParams, seed, stop, truncated) -> GenerationResult:
+        """Baseline: transformers' own prompt lookup decoding (``prompt_lookup_num_tokens=10``)."""
+        model = self.loaded.model
+        calls: list[float] = []
+        hook = model.register_forward_pre_hook(lambda *_: calls.append(time.perf_counter()))
+        try:
+            if seed is not None:
+                torch.manual_seed(seed)
+            prompt = torch.tensor([ids], dtype=torch.long, device=self.loaded.device)
+            kwargs = dict(do_sample=False) if params.greedy else dict(
+                do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
+            eos = sorted(self.loaded.eos_token_ids)
+            pad = getattr(self.loaded.tokenizer, "pad_token_id", None) if self.loaded.tokenizer else None
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                seq = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_new,
+                                     prompt_lookup_num_tokens=10, eos_token_id=eos or None,
+                                     pad_token_id=pad if pad is not None else (eos[0] if eos else 0), **kwargs)
+            t_end = time.perf_counter()
+        finally:
+            hook.remove()
+        new = seq[0, len(ids):].tolist()
+        finish = "length"
+        for i, t in enumerate(new):
+            if t in self.loaded.eos_token_ids:
+                new, finish = new[:i], "eos"
+                break
+        t_prefill = calls[1] if len(calls) > 1 else t_end
+        passes = max(len(calls) - 1, 0)
+        lengths = [len(new) // passes] * passes if passes else []
+        res = self._result(ids, new, finish, t0, t_prefill, t_end, [], {n: 0 for n in SOURCE_NAMES.values()},
+                           0.0, truncated, stop)
+        res.stats.update(forward_passes=passes, accepted_lengths=lengths,
+                         mean_accepted_length=round((len(new) - 1) / passes, 4) if passes else 0.0)
+        return res

@@ -1,0 +1,359 @@
+"""Drafters: every draft source behind one small interface (propose a draft tree, observe the result).
+
+- :class:`RestDrafter`: REST (He et al., NAACL 2024), retrieval from the common datastore D_c.
+- :class:`CopySpecDrafter`: CopySpec (Dumitru et al., 2025), copy the tokens that followed the
+  last gamma tokens' earlier occurrence in the prompt or the generated text.
+- :class:`FastCoderDrafter`: FastCoder / CodeSwift (Zhao et al., 2025) Alg. 1: the per-document
+  cache first, then D_r and D_c together (weights alpha, beta), with the missing table and the skip
+  token; plus copies from the context.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .draft_tree import (SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates,
+                         DraftTree, build_draft_tree)
+
+
+class Drafter(Protocol):
+    """What the decoder needs from a draft source (transformers' CandidateGenerator, for trees)."""
+
+    def reset(self, prompt: np.ndarray) -> None:
+        """Start of a generation; ``prompt`` is the (T,) int64 prompt token ids."""
+
+    def propose(self, context: np.ndarray) -> DraftTree:
+        """A draft tree continuing ``context`` ((T,) int64: prompt + generated, pending token last)."""
+
+    def observe(self, context: np.ndarray, tree: DraftTree, path: list[int], accepted: list[int]) -> None:
+        """After verification: ``context`` as it was proposed from, the tree, the accepted node
+        indices and every committed token (accepted draft tokens + the model's own token)."""
+
+
+@dataclass
+class RetrievalOptions:
+    """Datastore query settings shared by the retrieval drafters (REST defaults).
+
+    n_max/n_min: longest/shortest context suffix searched (tokens); draft_len: tokens per
+    continuation; max_matches: occurrences sampled per query; budget: draft tokens per tree.
+    """
+
+    n_max: int = 16
+    n_min: int = 2
+    draft_len: int = 16
+    max_matches: int = 128
+    budget: int = 64
+
+
+def _retrieval_candidates(datastore, context: np.ndarray, opts: RetrievalOptions, weight: float,
+                          source: int) -> Candidates | None:
+    if datastore is None:
+        return None
+    r = datastore.search(context, n_max=opts.n_max, n_min=opts.n_min, draft_len=opts.draft_len,
+                         max_matches=opts.max_matches)
+    if r.match_length == 0 or len(r.counts) == 0:
+        return None
+    return Candidates(r.continuations, r.counts, weight, source)
+
+
+class RestDrafter:
+    """REST: draft tree from the continuations of the longest matching context suffix in D_c."""
+
+    def __init__(self, common_datastore, options: RetrievalOptions | None = None):
+        self.common = common_datastore
+        self.opts = options or RetrievalOptions()
+
+    def reset(self, prompt: np.ndarray) -> None:
+        pass
+
+    def propose(self, context: np.ndarray) -> DraftTree:
+        cand = _retrieval_candidates(self.common, context, self.opts, 1.0, SOURCE_COMMON)
+        return build_draft_tree([cand] if cand else [], self.opts.budget)
+
+    def observe(self, context, tree, path, accepted) -> None:
+        pass
+
+
+class ContextIndex:
+    """Hash map from every gamma-gram of a growing token sequence to where its continuation starts.
+
+    CopySpec's lookup structure, updated incrementally as tokens are appended.
+    """
+
+    def __init__(self, gamma: int = 3):
+        self.gamma = gamma
+        self.positions: dict[tuple, list[int]] = {}
+        self.indexed = 0  # continuation starts < indexed are in the map
+        self.tokens: list[int] = []
+
+    def reset(self, tokens) -> None:
+        self.positions.clear()
+        self.tokens = []
+        self.indexed = 0
+        self.extend_to(tokens)
+
+    def extend_to(self, context) -> None:
+        """Index the grams of ``context`` (which extends what was seen before)."""
+        n = len(context)
+        if n < len(self.tokens) or (self.tokens and int(context[len(self.tokens) - 1]) != self.tokens[-1]):
+            self.positions.clear()
+            self.tokens, self.indexed = [], 0
+        self.tokens.extend(int(t) for t in context[len(self.tokens):])
+        toks, g = self.tokens, self.gamma
+        for start in range(max(self.indexed, g), n):  # gram toks[start-g:start] -> continuation at start
+            self.positions.setdefault(tuple(toks[start - g:start]), []).append(start)
+        self.indexed = max(self.indexed, n)
+
+    def continuations(self, length: int, first_only: bool, limit: int = 4) -> list[list[int]]:
+        """Up to ``limit`` continuations (``length`` tokens) of the last gamma tokens' earlier
+        occurrences: the first occurrence (CopySpec's reference) or the most recent ones."""
+        toks, g = self.tokens, self.gamma
+        if len(toks) < g + 1:
+            return []
+        starts = [s for s in self.positions.get(tuple(toks[-g:]), ()) if s < len(toks)]
+        starts = starts[:1] if first_only else starts[::-1][:limit]
+        return [toks[s:s + length] for s in starts if toks[s:s + length]]
+
+
+class CopySpecDrafter:
+    """CopySpec: on a match of the last ``gamma`` tokens, propose the ``copy_len`` tokens that
+    followed their first earlier occurrence (a single chain)."""
+
+    def __init__(self, gamma: int = 3, copy_len: int = 10):
+        self.index = ContextIndex(gamma)
+        self.copy_len = copy_len
+
+    def reset(self, prompt: np.ndarray) -> None:
+        self.index.reset(prompt)
+
+    def propose(self, context: np.ndarray) -> DraftTree:
+        self.index.extend_to(context)
+        found = self.index.continuations(self.copy_len, first_only=True)
+        return DraftTree.from_chain(found[0], SOURCE_CONTEXT) if found else DraftTree.empty()
+
+    def observe(self, context, tree, path, accepted) -> None:
+        pass
+
+
+class FastCoderCache:
+    """FastCoder's CACHE for one document: verified retrieved sequences and chunks of model output.
+
+    Sequences are stored back to back (separated by -1) in one token buffer with a bigram index;
+    a search finds the longest suffix of the context (>= ``n_min`` tokens) that occurs in a stored
+    sequence and returns what followed. Bounded to ``max_tokens`` tokens (oldest dropped).
+    """
+
+    def __init__(self, max_tokens: int = 65536, n_min: int = 2, n_max: int = 16):
+        self.max_tokens = max_tokens
+        self.n_min, self.n_max = n_min, n_max
+        self.num_sequences = 0
+        self.lookups = 0
+        self.hits = 0
+        self._buf: list[int] = []
+        self._index: dict[tuple[int, int], list[int]] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held (bytes)."""
+        return 8 * len(self._buf) + 120 * len(self._index)
+
+    def add(self, tokens) -> None:
+        """Store one sequence (token ids); sequences shorter than n_min + 1 are ignored."""
+        seq = [int(t) for t in tokens if int(t) >= 0]
+        if len(seq) <= self.n_min:
+            return
+        if len(self._buf) + len(seq) + 1 > self.max_tokens:
+            self._evict(len(seq) + 1)
+        start = len(self._buf)
+        self._buf.extend(seq)
+        self._buf.append(-1)
+        for i in range(start + 1, start + len(seq) - 1):  # bigram ending at i -> continuation at i+1
+            self._index.setdefault((self._buf[i - 1], self._buf[i]), []).append(i + 1)
+        self.num_sequences += 1
+
+    def _evict(self, room: int) -> None:
+        keep_from = min(len(self._buf), max(len(self._buf) // 2, room))
+        while keep_from < len(self._buf) and self._buf[keep_from - 1] != -1:
+            keep_from += 1
+        old = self._buf[keep_from:]
+        self._buf, self._index, self.num_sequences = [], {}, 0
+        seq: list[int] = []
+        for t in old:
+            if t == -1:
+                self.add(seq)
+                seq = []
+            else:
+                seq.append(t)
+
+    def search(self, context: np.ndarray, draft_len: int = 16, limit: int = 32) -> Candidates | None:
+        """Continuations of the longest context suffix (>= n_min tokens) found in the cache."""
+        self.lookups += 1
+        if len(context) < self.n_min:
+            return None
+        ctx = context[-self.n_max:].tolist()
+        starts = self._index.get((ctx[-2], ctx[-1]) if len(ctx) >= 2 else (), [])[-limit:]
+        if not starts:
+            return None
+        buf, best, found = self._buf, 0, []
+        for s in starts:
+            n = 2
+            while n < len(ctx) and s - n - 1 >= 0 and buf[s - n - 1] == ctx[-n - 1]:
+                n += 1
+            if n > best:
+                best, found = n, [s]
+            elif n == best:
+                found.append(s)
+        conts = {}
+        for s in found:
+            cont = []
+            for t in buf[s:s + draft_len]:
+                if t == -1:
+                    break
+                cont.append(t)
+            if cont:
+                conts[tuple(cont)] = conts.get(tuple(cont), 0) + 1
+        if not conts:
+            return None
+        self.hits += 1
+        rows = np.full((len(conts), draft_len), -1, dtype=np.int64)
+        for r, cont in enumerate(conts):
+            rows[r, :len(cont)] = cont
+        return Candidates(rows, np.fromiter(conts.values(), dtype=np.float64), 1.0, SOURCE_CACHE)
+
+
+@dataclass
+class FastCoderOptions:
+    """FastCoder settings (paper defaults) and the switches for its Table II ablations.
+
+    alpha/beta: weights of D_r/D_c counts in the draft tree; cache_min_sequences: l, the cache is
+    searched first once it holds this many sequences; output_chunk: every this many model tokens
+    go to the cache; skip_probability: p, chance to retrieve at a skip token.
+    """
+
+    alpha: float = 1.0
+    beta: float = 1.0
+    cache_min_sequences: int = 50
+    output_chunk: int = 20
+    skip_probability: float = 0.5
+    use_cache: bool = True
+    use_repo: bool = True
+    use_common: bool = True
+    use_context_copy: bool = True
+    use_strategy: bool = True  # skip token + missing table
+    copy_gamma: int = 3
+    seed: int = 0
+
+
+class FastCoderDrafter:
+    """FastCoder Alg. 1 with a context-copy source; see the module docstring."""
+
+    def __init__(self, repo_datastore, common_datastore, token_info, cache: FastCoderCache | None = None,
+                 options: FastCoderOptions | None = None, retrieval: RetrievalOptions | None = None):
+        self.opts = options or FastCoderOptions()
+        self.ret = retrieval or RetrievalOptions()
+        self.repo = repo_datastore if self.opts.use_repo else None
+        self.common = common_datastore if self.opts.use_common else None
+        self.token_info = token_info
+        self.cache = cache if cache is not None else FastCoderCache(n_min=self.ret.n_min)
+        self.context_index = ContextIndex(self.opts.copy_gamma)
+        self.missing: set[tuple[int, ...]] = set()
+        self._missing_version = None
+        self.rng = random.Random(self.opts.seed)
+        self.skipped = 0
+        self._prompt_len = 0
+        self._chunk_from = 0
+
+    def reset(self, prompt: np.ndarray) -> None:
+        self.context_index.reset(prompt)
+        self._prompt_len = self._chunk_from = len(prompt)
+
+    def _retrieve(self, context: np.ndarray) -> list[Candidates]:
+        opts, ret = self.opts, self.ret
+        key = tuple(context[-ret.n_min:].tolist())
+        if opts.use_strategy:
+            version = getattr(self.repo, "version", None)
+            if version != self._missing_version:  # D_r changed: earlier misses may now hit
+                self.missing.clear()
+                self._missing_version = version
+            if key in self.missing:
+                self.skipped += 1
+                return []
+            if self.token_info is not None and self.token_info.at_line_start(context) \
+                    and self.rng.random() >= opts.skip_probability:
+                self.skipped += 1
+                return []
+        found = [c for c in (_retrieval_candidates(self.repo, context, ret, opts.alpha, SOURCE_REPO),
+                             _retrieval_candidates(self.common, context, ret, opts.beta, SOURCE_COMMON))
+                 if c is not None]
+        if not found and opts.use_strategy and (self.repo is not None or self.common is not None):
+            self.missing.add(key)
+        return found
+
+    def propose(self, context: np.ndarray) -> DraftTree:
+        parts: list[Candidates] = []
+        if self.opts.use_cache and self.cache.num_sequences >= self.opts.cache_min_sequences:
+            hit = self.cache.search(context, self.ret.draft_len)
+            if hit is not None:
+                parts.append(hit)
+        if not parts:
+            parts = self._retrieve(context)
+        if self.opts.use_context_copy:
+            self.context_index.extend_to(context)
+            conts = self.context_index.continuations(self.ret.draft_len, first_only=False)
+            if conts:
+                rows = np.full((len(conts), self.ret.draft_len), -1, dtype=np.int64)
+                for r, c in enumerate(conts):
+                    rows[r, :len(c)] = c
+                parts.append(Candidates(rows, np.ones(len(conts)), 1.0, SOURCE_CONTEXT))
+        return build_draft_tree(parts, self.ret.budget)
+
+    def observe(self, context, tree, path, accepted) -> None:
+        if not self.opts.use_cache:
+            return
+        retrieved = SOURCE_REPO | SOURCE_COMMON | SOURCE_CACHE
+        if path and int(tree.sources[path[0]]) & retrieved:
+            # the verified retrieved sequence: the query suffix and the accepted draft
+            self.cache.add(np.concatenate([context[-self.ret.n_max:], tree.tokens[path]]))
+        end = len(context) + len(accepted)
+        if end - self._chunk_from >= self.opts.output_chunk:
+            full = np.concatenate([context, np.asarray(accepted, dtype=np.int64)])
+            lo = max(self._prompt_len, self._chunk_from - self.ret.n_max)
+            self.cache.add(full[lo:end])
+            self._chunk_from = end
+
+
+def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=None,
+                 cache: FastCoderCache | None = None, **options) -> Drafter:
+    """Build the drafter for ``method`` (``rest``, ``copyspec``, ``fastcoder``).
+
+    ``options`` may hold :class:`RetrievalOptions` fields (n_max, n_min, draft_len, max_matches,
+    budget; ``draft_budget`` is accepted for budget), :class:`FastCoderOptions` fields, and
+    ``gamma``/``copy_len`` for CopySpec. Unknown names raise ``TypeError``.
+    """
+    options = dict(options)
+    if "draft_budget" in options:
+        options["budget"] = options.pop("draft_budget")
+    ret_fields = set(RetrievalOptions.__dataclass_fields__)
+    ret = RetrievalOptions(**{k: options.pop(k) for k in list(options) if k in ret_fields})
+    if method == "rest":
+        _no_more(method, options)
+        return RestDrafter(common_datastore, ret)
+    if method == "copyspec":
+        gamma, copy_len = options.pop("gamma", 3), options.pop("copy_len", 10)
+        _no_more(method, options)
+        return CopySpecDrafter(gamma, copy_len)
+    if method == "fastcoder":
+        fc_fields = set(FastCoderOptions.__dataclass_fields__)
+        fc = FastCoderOptions(**{k: options.pop(k) for k in list(options) if k in fc_fields})
+        _no_more(method, options)
+        return FastCoderDrafter(repo_datastore, common_datastore, token_info, cache, fc, ret)
+    raise ValueError(f"unknown drafting method {method!r}")
+
+
+def _no_more(method: str, options: dict) -> None:
+    if options:
+        raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")

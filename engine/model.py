@@ -1,0 +1,195 @@
+"""Loading a Hugging Face causal LM and its tokenizer for speculative decoding.
+
+The decoder needs exactness (its output must equal the model's own greedy output), so on CPU the
+model runs in float32 by default; on an accelerator bfloat16 (or float16 where bf16 is missing).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+#: Hub id used when neither ``--model`` nor ``FASTCODER_MODEL`` names a model.
+DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
+MODEL_ENV = "FASTCODER_MODEL"
+
+
+class ModelLoadError(RuntimeError):
+    """The model or tokenizer could not be loaded; ``str(err)`` is one line meant for a person."""
+
+
+def default_model_name() -> str:
+    """The model to use when none is given: ``$FASTCODER_MODEL`` if set, else :data:`DEFAULT_MODEL`."""
+    return os.environ.get(MODEL_ENV) or DEFAULT_MODEL
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for decoding.
+
+    Attributes:
+        model: a ``transformers`` ``PreTrainedModel`` in eval mode.
+        tokenizer: its tokenizer, or None when a test drives the model with token ids only.
+        device: where the model's weights live.
+        dtype: the weights' dtype (float32 on CPU by default, for exactness).
+        name: the path or hub id it came from.
+    """
+
+    model: torch.nn.Module
+    tokenizer: object | None
+    device: torch.device
+    dtype: torch.dtype
+    name: str = ""
+    _token_info: "TokenInfo | None" = field(default=None, repr=False)
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the output embedding (>= the tokenizer's vocabulary)."""
+        return int(self.model.config.vocab_size)
+
+    @property
+    def max_positions(self) -> int:
+        """Longest sequence (tokens) the model accepts: ``max_position_embeddings`` or n_positions."""
+        cfg = self.model.config
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return 2048
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        """Token ids that end a generation (from the generation config, the config and the tokenizer)."""
+        ids: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.model.config, self.tokenizer):
+            value = getattr(source, "eos_token_id", None) if source is not None else None
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        return ids
+
+    @property
+    def token_info(self) -> "TokenInfo":
+        """Per-token facts used by drafters (lazily computed once per model)."""
+        if self._token_info is None:
+            self._token_info = TokenInfo.from_tokenizer(self.tokenizer, self.vocab_size)
+        return self._token_info
+
+
+@dataclass
+class TokenInfo:
+    """Per-token-id flags for FastCoder's skip-token rule (FastCoder, Sec. III-C).
+
+    Attributes:
+        ends_with_newline_ws: bool array (vocab_size,): the token's text contains a newline and only
+            spaces/tabs follow the last newline (the context then sits at the start of a line).
+        whitespace_only: bool array (vocab_size,): the token's text is non-empty spaces/tabs only.
+    """
+
+    ends_with_newline_ws: np.ndarray
+    whitespace_only: np.ndarray
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, vocab_size: int) -> "TokenInfo":
+        ends = np.zeros(vocab_size, dtype=bool)
+        ws = np.zeros(vocab_size, dtype=bool)
+        if tokenizer is not None:
+            n = min(vocab_size, len(tokenizer))
+            texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False)
+            for i, text in enumerate(texts):
+                if "\n" in text:
+                    ends[i] = text.rsplit("\n", 1)[1].strip(" \t") == ""
+                elif text and text.strip(" \t") == "":
+                    ws[i] = True
+        return cls(ends, ws)
+
+    def at_line_start(self, context: np.ndarray) -> bool:
+        """True when the next token would be the first non-whitespace token of a line.
+
+        Args:
+            context: 1-D int array of token ids.
+        """
+        for tok in context[::-1][:64]:
+            tok = int(tok)
+            if tok < 0 or tok >= len(self.ends_with_newline_ws):
+                return False
+            if self.ends_with_newline_ws[tok]:
+                return True
+            if not self.whitespace_only[tok]:
+                return False
+        return False
+
+
+def _pick_device(device: str | torch.device) -> torch.device:
+    if str(device) != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype != "auto":
+        try:
+            return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
+        except KeyError:
+            raise ModelLoadError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16") from None
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def load_model(name_or_path: str | None = None, device: str | torch.device = "auto",
+               dtype: str | torch.dtype = "auto") -> LoadedModel:
+    """Load a causal LM and its tokenizer with the transformers Auto classes.
+
+    Args:
+        name_or_path: a local folder or a hub id; None means :func:`default_model_name`.
+        device: ``"auto"`` (cuda, then mps, then cpu) or a torch device string.
+        dtype: ``"auto"`` (float32 on CPU for exactness, bfloat16/float16 on an accelerator) or a name.
+
+    Returns:
+        A :class:`LoadedModel` in eval mode.
+
+    Raises:
+        ModelLoadError: the model cannot be found or fetched (offline hub id, missing folder, bad
+            files); the message names ``--model`` and ``FASTCODER_MODEL``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = name_or_path or default_model_name()
+    dev = _pick_device(device)
+    torch_dtype = _pick_dtype(dtype, dev)
+    looks_local = name.startswith((".", "/", "~")) or os.sep in name and Path(name).expanduser().exists()
+    path = Path(name).expanduser()
+    if looks_local and not path.exists():
+        raise ModelLoadError(f"model folder {name!r} does not exist; pass --model or set {MODEL_ENV} "
+                             "to a local model folder or a hub id")
+    source = str(path) if path.exists() else name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+    except (OSError, ValueError, ImportError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(
+            f"could not load model {name!r} ({first}); if this machine is offline, download it "
+            f"elsewhere and pass --model /path/to/folder or set {MODEL_ENV}") from err
+    model.to(dev)
+    model.eval()
+    log.info("loaded %s on %s (%s)", name, dev, torch_dtype)
+    return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name)

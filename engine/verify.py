@@ -1,0 +1,141 @@
+"""One-forward verification of a draft tree with tree attention, acceptance and KV compaction.
+
+The pending token (chosen last step, not yet in the KV cache) and the flattened draft tree go
+through the model in one forward pass with a 4D additive mask (each node sees the context, the
+pending token and its own ancestors: SpecInfer/Medusa/REST tree attention). Acceptance walks the
+tree from the pending token: greedy descends while a child equals the argmax; sampling draws one
+token per visited node from the warped distribution and descends while the draw is a child
+(exact: the emitted tokens are ancestral samples of the model; see DESIGN.md, "Verification").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .draft_tree import DraftTree
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Logit warping as transformers applies it: temperature, then top-k, then top-p.
+
+    ``temperature == 0`` means greedy (argmax); ``top_k == 0`` and ``top_p == 1`` disable those.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    def __post_init__(self):
+        if self.temperature < 0 or not (0.0 < self.top_p <= 1.0) or self.top_k < 0:
+            raise ValueError(f"invalid sampling parameters: temperature={self.temperature} "
+                             f"(>= 0), top_p={self.top_p} (in (0, 1]), top_k={self.top_k} (>= 0)")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def warp_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Probabilities after temperature, top-k and top-p (transformers' logits-processor order).
+
+    Args:
+        logits: (..., V) float tensor.
+    Returns:
+        (..., V) float32 probabilities summing to 1 over the last axis.
+    """
+    scores = logits.float() / params.temperature
+    vocab = scores.shape[-1]
+    if 0 < params.top_k < vocab:
+        kth = torch.topk(scores, params.top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_scores, sorted_idx = torch.sort(scores, descending=False, dim=-1)
+        cum = sorted_scores.softmax(-1).cumsum(-1)
+        remove_sorted = cum <= (1 - params.top_p)
+        remove_sorted[..., -1:] = False  # always keep the most likely token
+        remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
+        scores = scores.masked_fill(remove, float("-inf"))
+    return scores.softmax(-1)
+
+
+def choose_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    """One token from (V,) logits: argmax when greedy, else a draw from :func:`warp_probs`."""
+    if params.greedy:
+        return int(logits.argmax())
+    return int(torch.multinomial(warp_probs(logits, params), 1, generator=generator))
+
+
+def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int) -> torch.Tensor:
+    """Run ``[pending] + tree.tokens`` through the model in one pass with tree attention.
+
+    Args:
+        model: a transformers causal LM.
+        cache: its ``DynamicCache`` holding ``past_len`` tokens; grows by ``1 + len(tree)``.
+        pending: the token chosen last step (position ``past_len``).
+        tree: the draft tree below it.
+    Returns:
+        (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
+    """
+    device = model.device
+    ids = torch.tensor([[pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
+    out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device),
+                attention_mask=tree.attention_mask(past_len, model.dtype, device),
+                past_key_values=cache, use_cache=True)
+    return out.logits[0]
+
+
+def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
+           generator: torch.Generator | None) -> tuple[list[int], int]:
+    """Walk the tree and choose the accepted path and the model's own next token.
+
+    Args:
+        logits: (1 + N, V) from :func:`tree_forward`.
+    Returns:
+        ``(path, bonus)``: node indices of the accepted draft tokens (root to leaf, possibly empty)
+        and the token the model chose after the last accepted node. Greedy: each accepted node
+        equals the argmax at its parent. Sampling: one draw per visited node; descend when the draw
+        is a child, else the draw is the bonus token (exact; REST's resampling rule is not).
+    """
+    children = tree.children
+    path: list[int] = []
+    node = -1
+    if params.greedy:
+        best = logits.argmax(-1).tolist()
+        while True:
+            token = best[node + 1]
+            child = children.get((node, token))
+            if child is None:
+                return path, token
+            path.append(child)
+            node = child
+    while True:
+        token = choose_token(logits[node + 1], params, generator)
+        child = children.get((node, token))
+        if child is None:
+            return path, token
+        path.append(child)
+        node = child
+
+
+def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None:
+    """Keep the context, the pending token and the accepted path in the KV cache; drop the rest.
+
+    Before: ``past_len + 1 + tree_size`` entries (context, pending, all nodes). After:
+    ``past_len + 1 + len(path)`` entries, the accepted nodes moved into contiguous slots.
+    transformers >= 5: per-layer ``keys``/``values`` are (B, H_kv, S, D); ``crop`` takes a
+    non-positive count of entries to remove.
+    """
+    base = past_len + 1
+    if path and path != list(range(len(path))):
+        src = torch.tensor(path, dtype=torch.long) + base
+        dst = torch.arange(len(path)) + base
+        for layer in cache.layers:
+            src_d, dst_d = src.to(layer.keys.device), dst.to(layer.keys.device)
+            layer.keys[..., dst_d, :] = layer.keys.index_select(-2, src_d)
+            layer.values[..., dst_d, :] = layer.values.index_select(-2, src_d)
+    drop = tree_size - len(path)
+    if drop:
+        cache.crop(-drop)
