@@ -1,0 +1,41 @@
+"""``fastcoder-lsp`` / ``python -m lsp_server``: run the fastcoder language server (stdio by default).
+
+Logs go to stderr only; stdout carries nothing but the LSP protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options: ``--tcp PORT`` (debugging), ``--host``, ``--log-level``."""
+    parser = argparse.ArgumentParser(prog="fastcoder-lsp", description="fastcoder inline-completion language server")
+    parser.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
+    parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on a TCP port instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="TCP host (with --tcp)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="level of the stderr log (the pygls logger stays at WARNING)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fastcoder-lsp`` console script; returns the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls").setLevel(logging.WARNING)
+    from .server import create_server  # noqa: PLC0415 (after logging is configured)
+
+    server = create_server()
+    if args.tcp is not None:
+        server.start_tcp(args.host, args.tcp)
+    else:
+        server.start_io()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

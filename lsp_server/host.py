@@ -1,0 +1,480 @@
+"""The engine host: model, datastores and per-document warm state behind the language server.
+
+No LSP import here: the server (``lsp_server.server``) turns requests into :class:`CompletionRequest`
+objects and calls :meth:`EngineHost.complete` on the single model-worker thread; callbacks report messages
+and progress back to it. Threads:
+
+- ``fastcoder-loader`` (1 thread): loads the model, loads/builds D_c, builds each folder's D_r.
+- ``fastcoder-model`` (1 thread): every call into the decoder and every D_r update/remove, so decoding never
+  sees a datastore mid-update and at most one generation runs at a time.
+- watchdog observer + debouncer threads (``lsp_server.repo_watch``) only hand file events to the model
+  worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .postprocess import CursorContext, generation_stop, postprocess
+from .prompt import build_fim_prompt, model_max_tokens, prompt_budget
+from .settings import REINDEX_KEYS, RELOAD_KEYS, Settings
+
+log = logging.getLogger("fastcoder.lsp")
+
+MAX_FILE_BYTES = 1_000_000  # files larger than this are not indexed (bytes)
+MAX_DOCUMENT_CHARS = 5_000_000  # documents larger than this get no completion (characters)
+
+
+@dataclass
+class CompletionRequest:
+    """One inline-completion job: the document text around the cursor at ``version``.
+
+    folder: the workspace folder (path) whose D_r serves the document, or None.
+    cancel: set by a newer request for the same document or by ``$/cancelRequest``.
+    """
+
+    uri: str
+    version: int | None
+    prefix: str
+    suffix: str
+    folder: str | None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    received: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class CompletionOutcome:
+    """The result of one job: ``text`` is None when there is nothing to show; ``latency_ms`` is measured
+    from the request's arrival (server side); ``stats`` is the engine's ``GenerationResult.stats``."""
+
+    text: str | None
+    finish_reason: str
+    latency_ms: float
+    stats: dict = field(default_factory=dict)
+
+
+class FolderIndex:
+    """D_r of one workspace folder plus its indexing state (``off`` | ``indexing`` | ``ready`` | ``error``)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.datastore: Any = None
+        self.state = "off"
+        self.error: str | None = None
+        self.pending: dict[str, str] = {}  # path -> "changed" | "deleted" seen while indexing
+        self.build_ms: float | None = None
+
+    def summary(self) -> dict:
+        ds = self.datastore
+        return {
+            "state": self.state,
+            "tokens": int(getattr(ds, "num_tokens", 0) or 0) if ds is not None else 0,
+            "files": int(getattr(ds, "num_files", 0) or 0) if ds is not None else 0,
+            "build_ms": self.build_ms,
+            "error": self.error,
+        }
+
+
+def read_source_file(path: str) -> str | None:
+    """The text of a source file for indexing, or None when it is missing, not a regular file, larger than
+    MAX_FILE_BYTES, binary (contains NUL) or not UTF-8."""
+    try:
+        p = Path(path)
+        if not p.is_file() or p.stat().st_size > MAX_FILE_BYTES:
+            return None
+        data = p.read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class EngineHost:
+    """Owns the model, D_c, one D_r per workspace folder, the decoders and the per-document caches.
+
+    notify(level, message): called from any thread for user-facing messages (level: "info" | "warning" |
+    "error"). progress(stage, message, percentage, done): called from the loader thread.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        notify: Callable[[str, str], None] | None = None,
+        progress: Callable[[str, str, int | None, bool], None] | None = None,
+    ):
+        self.settings = settings or Settings()
+        self.notify = notify or (lambda level, msg: None)
+        self.progress = progress or (lambda stage, msg, pct, done: None)
+        self.state = "idle"  # idle | loading | ready | error
+        self.error: str | None = None
+        self.loaded: Any = None
+        self.common: Any = None
+        self.folders: dict[str, FolderIndex] = {}
+        self._decoders: dict[str | None, Any] = {}
+        self._caches: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._lock = threading.RLock()
+        self._generation = 0
+        self.model_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-model")
+        self.loader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-loader")
+        self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
+        self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
+        self.counters = collections.Counter()
+        self.hits = collections.Counter()
+        self.load_ms: float | None = None
+        self.ready_at: float | None = None
+        self.last_reindex_ms: float | None = None
+
+    # ------------------------------------------------------------------ loading
+    def start(self, folders: list[str]) -> Future:
+        """Load the model and D_c, then build every folder's D_r, on the loader thread. Returns its future."""
+        with self._lock:
+            self._generation += 1
+            gen = self._generation
+            self.state, self.error = "loading", None
+            for root in folders:
+                self.folders.setdefault(root, FolderIndex(root))
+        return self.loader_pool.submit(self._load, gen)
+
+    def _load(self, gen: int) -> None:
+        settings = self.settings
+        t0 = time.perf_counter()
+        try:
+            from engine import ModelLoadError, load_model  # noqa: PLC0415 (heavy import, off the loop)
+
+            self.progress("model", f"loading {settings.resolved_model()}", 0, False)
+            try:
+                loaded = load_model(settings.resolved_model(), device=settings.device)
+            except ModelLoadError as exc:
+                raise _LoadFailed(str(exc)) from None
+            self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
+            common = self._load_common(loaded, settings)
+        except _LoadFailed as exc:
+            self._fail(gen, str(exc))
+            return
+        except Exception as exc:  # any loader bug must leave the server up
+            log.exception("model load failed")
+            self._fail(gen, f"model load failed: {type(exc).__name__}: {exc}")
+            return
+        with self._lock:
+            if gen != self._generation:
+                return
+            self.loaded, self.common = loaded, common
+            self._decoders.clear()
+            self._caches.clear()
+            self.state = "ready"
+            self.load_ms = (time.perf_counter() - t0) * 1000
+            self.ready_at = time.perf_counter()
+        log.info("model %s ready on %s in %.0f ms", loaded.name, loaded.device, self.load_ms)
+        self.progress("ready", "model ready; indexing workspace", 60, False)
+        self._index_all(gen)
+        self.progress("done", "ready", 100, True)
+
+    def _load_common(self, loaded: Any, settings: Settings) -> Any:
+        if settings.common_datastore == "none":
+            return None
+        try:
+            from engine.common_datastore import load_common_datastore  # noqa: PLC0415
+
+            return load_common_datastore(loaded.tokenizer, settings.common_datastore, build_if_missing=True)
+        except Exception as exc:
+            msg = f"fastcoder.commonDatastore {settings.common_datastore!r} unusable ({exc}); continuing without D_c"
+            log.warning(msg)
+            self.notify("warning", msg)
+            return None
+
+    def _fail(self, gen: int, message: str) -> None:
+        with self._lock:
+            if gen != self._generation:
+                return
+            self.state, self.error = "error", message
+        log.error("%s", message)
+        self.notify("error", f"fastcoder: {message}. Completions are disabled until the model loads.")
+        self.progress("error", message, None, True)
+
+    # ------------------------------------------------------------------ repository datastores
+    def _index_all(self, gen: int) -> None:
+        for root in list(self.folders):
+            if gen != self._generation:
+                return
+            self._index_folder(root, gen)
+
+    def _index_folder(self, root: str, gen: int) -> None:
+        index = self.folders.get(root)
+        if index is None or self.loaded is None:
+            return
+        if not self.settings.repo_index:
+            index.state, index.datastore = "off", None
+            self._attach(root, None)
+            return
+        if not Path(root).is_dir():
+            index.state, index.error = "error", f"workspace folder {root} does not exist"
+            self.notify("warning", f"fastcoder: {index.error}; it is not indexed")
+            return
+        index.state, index.error = "indexing", None
+        t0 = time.perf_counter()
+        try:
+            from engine.repo_datastore import RepoDatastore  # noqa: PLC0415
+
+            ds = RepoDatastore.build(root, self.loaded.tokenizer, exclude=list(self.settings.exclude))
+        except Exception as exc:
+            log.exception("indexing %s failed", root)
+            index.state, index.error = "error", f"indexing {root} failed: {exc}"
+            self.notify("warning", f"fastcoder: {index.error}")
+            return
+        if gen != self._generation or root not in self.folders:
+            return
+        index.build_ms = (time.perf_counter() - t0) * 1000
+        log.info("indexed %s: %s tokens, %s files in %.0f ms", root, getattr(ds, "num_tokens", "?"),
+                 getattr(ds, "num_files", "?"), index.build_ms)
+        # attach on the model worker so no decode sees a half-attached datastore
+        self.model_pool.submit(self._attach_built, root, index, ds).result()
+
+    def _attach_built(self, root: str, index: FolderIndex, ds: Any) -> None:
+        index.datastore, index.state = ds, "ready"
+        pending, index.pending = index.pending, {}
+        self._attach(root, ds)
+        for path, kind in pending.items():
+            self._apply_file_event(index, path, kind, None)
+
+    def _attach(self, root: str, ds: Any) -> None:
+        with self._lock:
+            self._decoders.pop(root, None)
+
+    def set_folders(self, folders: list[str]) -> None:
+        """Replace the set of workspace folders: new ones are indexed in the background, removed ones dropped."""
+        with self._lock:
+            for root in list(self.folders):
+                if root not in folders:
+                    del self.folders[root]
+                    self._decoders.pop(root, None)
+            added = [r for r in folders if r not in self.folders]
+            for root in added:
+                self.folders[root] = FolderIndex(root)
+            gen = self._generation
+            ready = self.state == "ready"
+        if ready:
+            for root in added:
+                self.loader_pool.submit(self._index_folder, root, gen)
+
+    def folder_of(self, path: str | None) -> str | None:
+        """The deepest workspace folder containing ``path`` (a filesystem path), or None."""
+        if not path:
+            return None
+        best = None
+        for root in list(self.folders):
+            if (path == root or path.startswith(root.rstrip("/") + "/")) and (best is None or len(root) > len(best)):
+                best = root
+        return best
+
+    def file_events(self, events: dict[str, str], buffers: dict[str, str] | None = None) -> Future:
+        """Apply file events ``{path: "changed" | "deleted"}`` to the D_r of their folders on the model worker.
+
+        buffers: ``{path: text}`` for open documents whose unsaved text is what counts (else the file on
+        disk is read). Returns the future of the batch (result: number of files updated or removed)."""
+        return self.model_pool.submit(self._apply_events, dict(events), dict(buffers or {}))
+
+    def _apply_events(self, events: dict[str, str], buffers: dict[str, str]) -> int:
+        t0 = time.perf_counter()
+        done = 0
+        for path, kind in events.items():
+            root = self.folder_of(path)
+            index = self.folders.get(root) if root else None
+            if index is None:
+                continue
+            if index.state == "indexing":
+                index.pending[path] = kind
+                continue
+            if index.state == "ready":
+                done += self._apply_file_event(index, path, kind, buffers.get(path))
+        if done:
+            self.last_reindex_ms = (time.perf_counter() - t0) * 1000
+            self.counters["reindexed_files"] += done
+        return done
+
+    def _apply_file_event(self, index: FolderIndex, path: str, kind: str, text: str | None) -> int:
+        ds = index.datastore
+        if ds is None:
+            return 0
+        try:
+            if text is None and kind != "deleted":
+                text = read_source_file(path)
+            if kind == "deleted" or text is None:
+                ds.remove(path)
+            else:
+                ds.update(path, text)
+            return 1
+        except Exception as exc:  # a bad file must never stop indexing
+            log.warning("D_r update of %s failed: %s", path, exc)
+            return 0
+
+    # ------------------------------------------------------------------ settings
+    def apply_settings(self, new: Settings) -> str:
+        """Switch to ``new`` settings. Returns what happens: ``"reload"`` (model / device / D_c / method
+        changed: reload in the background), ``"reindex"`` (D_r rebuilt), or ``"none"`` (applies at once)."""
+        changed = new.changed_keys(self.settings)
+        self.settings = new
+        if changed & set(RELOAD_KEYS):
+            if self.state != "idle":
+                self.start(list(self.folders))
+            return "reload"
+        if changed & set(REINDEX_KEYS) and self.state == "ready":
+            gen = self._generation
+            self.loader_pool.submit(self._index_all, gen)
+            return "reindex"
+        if "max_cached_documents" in changed:
+            self.model_pool.submit(self._trim_caches)
+        return "none"
+
+    # ------------------------------------------------------------------ completions
+    def _decoder_for(self, folder: str | None) -> Any:
+        with self._lock:
+            dec = self._decoders.get(folder)
+            if dec is None:
+                from engine import SpeculativeDecoder  # noqa: PLC0415
+
+                index = self.folders.get(folder) if folder else None
+                repo = index.datastore if index is not None and index.state == "ready" else None
+                dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
+                                         common_datastore=self.common)
+                self._decoders[folder] = dec
+            return dec
+
+    def _cache_for(self, uri: str, decoder: Any) -> Any:
+        cache = self._caches.get(uri)
+        if cache is None:
+            cache = decoder.new_cache()
+            self._caches[uri] = cache
+        self._caches.move_to_end(uri)
+        self._trim_caches()
+        return cache
+
+    def _trim_caches(self) -> None:
+        while len(self._caches) > self.settings.max_cached_documents:
+            self._caches.popitem(last=False)
+
+    def drop_document(self, uri: str) -> None:
+        """Forget the warm state (cache) of a closed document."""
+        self.model_pool.submit(self._caches.pop, uri, None)
+
+    def complete(self, req: CompletionRequest) -> CompletionOutcome:
+        """Run one completion (call on the model worker). Never raises: errors give ``text=None``."""
+        if req.cancel.is_set():
+            return self._outcome(req, None, "cancelled", {})
+        if self.state != "ready" or self.loaded is None:
+            return self._outcome(req, None, "not-ready", {})
+        try:
+            return self._complete(req)
+        except Exception as exc:
+            log.exception("completion failed")
+            self.counters["errors"] += 1
+            return self._outcome(req, None, f"error: {exc}", {})
+
+    def _complete(self, req: CompletionRequest) -> CompletionOutcome:
+        s = self.settings
+        tok = self.loaded.tokenizer
+        decoder = self._decoder_for(req.folder)
+        budget = prompt_budget(s.max_prompt_tokens, model_max_tokens(self.loaded.model.config, tok), s.max_new_tokens)
+        prompt = build_fim_prompt(tok, req.prefix, req.suffix, budget)
+        ctx = CursorContext.from_split(req.prefix, req.suffix)
+        cache = self._cache_for(req.uri, decoder) if s.method == "fastcoder" else None
+        res = decoder.generate(prompt.token_ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature,
+                               top_p=s.top_p, top_k=s.top_k, seed=s.seed, stop=generation_stop(s.stop_at, ctx),
+                               cache=cache, cancel=req.cancel)
+        if res.finish_reason == "cancelled":
+            return self._outcome(req, None, "cancelled", dict(res.stats))
+        text = postprocess(res.text, ctx, s.stop_at)
+        return self._outcome(req, text, res.finish_reason, dict(res.stats), record=True)
+
+    def _outcome(self, req: CompletionRequest, text: str | None, reason: str, stats: dict,
+                 record: bool = False) -> CompletionOutcome:
+        latency = (time.perf_counter() - req.received) * 1000
+        self.counters["requests"] += 1
+        if reason == "cancelled":
+            self.counters["cancelled"] += 1
+        if record:
+            self.latencies_ms.append(latency)
+            mal = stats.get("mean_accepted_length")
+            if isinstance(mal, (int, float)):
+                self.accepted_lengths.append(float(mal))
+            for source, n in (stats.get("hits") or {}).items():
+                self.hits[source] += int(n)
+        return CompletionOutcome(text, reason, latency, stats)
+
+    def repo_contains(self, text: str) -> dict[str, bool]:
+        """Debug helper (model worker): per folder, whether D_r holds the tokens of ``text`` (its first and
+        last token are dropped, as tokenisation at the edges depends on the surrounding text)."""
+        if self.loaded is None:
+            return {}
+        import numpy as np  # noqa: PLC0415
+
+        ids = list(self.loaded.tokenizer.encode(text, add_special_tokens=False))
+        core = np.asarray(ids[1:-1] if len(ids) > 3 else ids, dtype=np.int64)
+        out = {}
+        for root, index in list(self.folders.items()):
+            ds = index.datastore
+            if ds is None or not len(core):
+                out[root] = False
+                continue
+            r = ds.search(core, n_max=len(core), n_min=len(core), draft_len=1, max_matches=1)
+            out[root] = int(r.match_length) >= len(core)
+        return out
+
+    # ------------------------------------------------------------------ observability
+    def status(self) -> dict:
+        """A JSON-able snapshot for ``fastcoder/status`` (latencies in ms, sizes in tokens/files/bytes)."""
+        lat = list(self.latencies_ms)
+        total_hits = sum(self.hits.values())
+        loaded = self.loaded
+        return {
+            "state": self.state if self.state != "idle" else "loading",
+            "model": getattr(loaded, "name", None) or self.settings.resolved_model(),
+            "device": str(getattr(loaded, "device", self.settings.device)),
+            "method": self.settings.method,
+            "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self.settings).items()},
+            "error": self.error,
+            "load_ms": self.load_ms,
+            "common": {"name": self.settings.common_datastore,
+                       "tokens": int(getattr(self.common, "num_tokens", 0) or 0) if self.common is not None else 0},
+            "repo": {root: idx.summary() for root, idx in list(self.folders.items())},
+            "latencies_ms": lat[-20:],
+            "p50_ms": _percentile(lat, 50),
+            "p95_ms": _percentile(lat, 95),
+            "mean_accepted_length": (sum(self.accepted_lengths) / len(self.accepted_lengths)
+                                     if self.accepted_lengths else None),
+            "cache_hit_rate": (self.hits["cache"] / total_hits) if total_hits else None,
+            "hits": dict(self.hits),
+            "cached_documents": len(self._caches),
+            "cache_bytes": sum(int(getattr(c, "nbytes", 0) or 0) for c in list(self._caches.values())),
+            "counters": dict(self.counters),
+            "last_reindex_ms": self.last_reindex_ms,
+        }
+
+    def shutdown(self) -> None:
+        """Stop accepting work; running jobs finish (they are cancelled by the server first)."""
+        with self._lock:
+            self._generation += 1
+        self.model_pool.shutdown(wait=False, cancel_futures=True)
+        self.loader_pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _LoadFailed(Exception):
+    """Model loading failed with a message meant for the user."""
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]

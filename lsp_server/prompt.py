@@ -1,0 +1,179 @@
+"""Fill-in-the-middle (FIM) prompt building within a token budget.
+
+The template comes from the tokenizer's own special tokens (the model families' published FIM formats):
+
+- Qwen2.5-Coder / tiny-py-coder: ``<|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>``
+- StarCoder / StarCoder2: ``<fim_prefix>P<fim_suffix>S<fim_middle>``
+- DeepSeek-Coder: ``<｜fim▁begin｜>P<｜fim▁hole｜>S<｜fim▁end｜>``
+- CodeLlama: ``<s><PRE> P <SUF>S <MID>`` (tokens ``▁<PRE>``, ``▁<SUF>``, ``▁<MID>``)
+
+A tokenizer with none of them gets a prefix-only prompt. The prefix keeps its tail and the suffix its head;
+the suffix gets at most ``suffix_fraction`` of the budget and what it leaves unused goes to the prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+DEFAULT_MAX_PROMPT_TOKENS = 1024
+SUFFIX_FRACTION = 0.25
+# Characters looked at per budget token before tokenising (BPE code averages ~3-4 chars/token); keeps
+# tokenisation cost bounded for huge files.
+_CHARS_PER_TOKEN_BOUND = 12
+
+
+@dataclass(frozen=True)
+class FimTemplate:
+    """Special tokens of one FIM family, in PSM order (prefix, suffix, middle). ``bos`` means the prompt
+    starts with the tokenizer's BOS token (CodeLlama)."""
+
+    name: str
+    prefix: str
+    suffix: str
+    middle: str
+    bos: bool = False
+
+
+FIM_TEMPLATES: tuple[FimTemplate, ...] = (
+    FimTemplate("qwen", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    FimTemplate("starcoder", "<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
+    FimTemplate("deepseek", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
+    FimTemplate("codellama", "▁<PRE>", "▁<SUF>", "▁<MID>", bos=True),
+    FimTemplate("codellama", "<PRE>", "<SUF>", "<MID>", bos=True),
+)
+
+
+@dataclass(frozen=True)
+class FimPrompt:
+    """A prompt ready for ``decoder.generate``.
+
+    token_ids: list[int] (the whole prompt, special tokens included); template: the FimTemplate name or
+    ``"prefix-only"``; prefix_tokens / suffix_tokens: how many tokens of each side were kept;
+    truncated: True when either side was cut to fit the budget.
+    """
+
+    token_ids: list[int]
+    template: str
+    prefix_tokens: int
+    suffix_tokens: int
+    truncated: bool
+
+
+def _vocab(tokenizer: Any) -> dict[str, int]:
+    try:
+        return dict(tokenizer.get_vocab())
+    except Exception:
+        return {}
+
+
+def detect_fim_template(tokenizer: Any) -> tuple[FimTemplate, tuple[int, int, int]] | None:
+    """The first FIM family whose three special tokens are all in ``tokenizer``'s vocabulary, with their ids
+    (prefix, suffix, middle); None when the tokenizer has no FIM tokens."""
+    vocab = _vocab(tokenizer)
+    for tpl in FIM_TEMPLATES:
+        ids = [vocab.get(t) for t in (tpl.prefix, tpl.suffix, tpl.middle)]
+        if all(i is not None for i in ids):
+            return tpl, (int(ids[0]), int(ids[1]), int(ids[2]))
+    return None
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    if not text:
+        return []
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def _tail_chars(text: str, limit: int) -> str:
+    """The last ``limit`` characters of text, starting at a line boundary when the cut is inside the text."""
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    nl = cut.find("\n")
+    return cut[nl + 1 :] if 0 <= nl < len(cut) - 1 else cut
+
+
+def _head_chars(text: str, limit: int) -> str:
+    """The first ``limit`` characters of text, ending at a line boundary when the cut is inside the text."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    nl = cut.rfind("\n")
+    return cut[: nl + 1] if nl > 0 else cut
+
+
+def build_fim_prompt(
+    tokenizer: Any,
+    prefix: str,
+    suffix: str,
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+    suffix_fraction: float = SUFFIX_FRACTION,
+) -> FimPrompt:
+    """Build the FIM prompt for a cursor between ``prefix`` and ``suffix`` (document text, str).
+
+    max_prompt_tokens: total budget in tokens, special tokens included (>= 8). The suffix gets at most
+    ``suffix_fraction`` of the rest; the prefix gets everything else. Returns a :class:`FimPrompt`.
+    Raises ValueError when max_prompt_tokens < 8.
+    """
+    if max_prompt_tokens < 8:
+        raise ValueError(f"max_prompt_tokens must be >= 8, got {max_prompt_tokens}")
+    found = detect_fim_template(tokenizer)
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if found is None:
+        return _prefix_only(tokenizer, prefix, max_prompt_tokens)
+    tpl, (pre_id, suf_id, mid_id) = found
+    head = [bos_id] if tpl.bos and bos_id is not None else []
+    budget = max_prompt_tokens - 3 - len(head)
+    suffix_budget = int(budget * suffix_fraction)
+    suffix_ids = _encode(tokenizer, _head_chars(suffix, suffix_budget * _CHARS_PER_TOKEN_BOUND))
+    suffix_cut = len(suffix_ids) > suffix_budget or len(suffix) > suffix_budget * _CHARS_PER_TOKEN_BOUND
+    suffix_ids = suffix_ids[:suffix_budget]
+    prefix_budget = budget - len(suffix_ids)
+    prefix_ids = _encode(tokenizer, _tail_chars(prefix, prefix_budget * _CHARS_PER_TOKEN_BOUND))
+    prefix_cut = len(prefix_ids) > prefix_budget or len(prefix) > prefix_budget * _CHARS_PER_TOKEN_BOUND
+    prefix_ids = prefix_ids[len(prefix_ids) - prefix_budget :] if prefix_cut else prefix_ids
+    ids = head + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
+    return FimPrompt(ids, tpl.name, len(prefix_ids), len(suffix_ids), prefix_cut or suffix_cut)
+
+
+def _prefix_only(tokenizer: Any, prefix: str, max_prompt_tokens: int) -> FimPrompt:
+    ids = _encode(tokenizer, _tail_chars(prefix, max_prompt_tokens * _CHARS_PER_TOKEN_BOUND))
+    cut = len(ids) > max_prompt_tokens or len(prefix) > max_prompt_tokens * _CHARS_PER_TOKEN_BOUND
+    ids = ids[len(ids) - max_prompt_tokens :] if len(ids) > max_prompt_tokens else ids
+    return FimPrompt(ids, "prefix-only", len(ids), 0, cut)
+
+
+def model_max_tokens(config: Any, tokenizer: Any = None) -> int | None:
+    """The model's context length in tokens (``max_position_embeddings`` or similar), or None if unknown."""
+    for attr in ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10**7:
+        return value
+    return None
+
+
+def prompt_budget(setting: int | None, model_max: int | None, max_new_tokens: int) -> int:
+    """Prompt budget in tokens: the setting, else min(1024, model max); always leaves ``max_new_tokens`` room
+    in the model's context and is at least 8."""
+    budget = setting if setting is not None else DEFAULT_MAX_PROMPT_TOKENS
+    if model_max is not None:
+        budget = min(budget, model_max - max_new_tokens)
+    return max(8, budget)
+
+
+def split_at_offset(source: str, offset: int) -> tuple[str, str]:
+    """(prefix, suffix) of ``source`` around a code-point ``offset`` (clamped into range)."""
+    offset = max(0, min(len(source), offset))
+    return source[:offset], source[offset:]
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token-id sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -1,0 +1,111 @@
+"""File watching for the repository datastores (watchdog 7, debounced).
+
+Editors without dynamic ``workspace/didChangeWatchedFiles`` registration (Neovim) send no file events, so
+the server watches each workspace folder itself. Events in .git, virtual environments, node_modules and
+caches are ignored; bursts are debounced (watchdog's EventDebouncer) and coalesced per path into
+``{path: "changed" | "deleted"}`` (a move is delete(src) + change(dest)), then handed to ``on_batch`` on
+the debouncer thread, which must only hand off (the host submits to its model worker).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
+from watchdog.observers import Observer
+from watchdog.utils.event_debouncer import EventDebouncer
+
+log = logging.getLogger("fastcoder.lsp")
+
+IGNORED_DIRS = (".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".mypy_cache",
+                ".pytest_cache", ".tox", "build", "dist", ".idea", ".vscode")
+IGNORE_PATTERNS = [f"**/{d}/**" for d in IGNORED_DIRS] + ["**/*.tmp", "**/*~", "**/*.swp", "**/*.pyc"]
+DEBOUNCE_S = 0.2
+
+
+def coalesce(events: list[FileSystemEvent]) -> dict[str, str]:
+    """Per-path outcome of a burst of watchdog events, in order: ``"changed"`` or ``"deleted"``."""
+    out: dict[str, str] = {}
+    for ev in events:
+        if ev.is_directory:
+            continue
+        src = str(ev.src_path) if ev.src_path else ""
+        if ev.event_type == "moved":
+            if src:
+                out[src] = "deleted"
+            if ev.dest_path:
+                out[str(ev.dest_path)] = "changed"
+        elif ev.event_type == "deleted":
+            out[src] = "deleted"
+        elif ev.event_type in ("created", "modified", "closed") and src:
+            out[src] = "changed"
+    return out
+
+
+class _Collector(PatternMatchingEventHandler):
+    def __init__(self, debouncer: EventDebouncer):
+        super().__init__(patterns=["**/*"], ignore_patterns=IGNORE_PATTERNS, ignore_directories=True,
+                         case_sensitive=True, ignore_policy="all")
+        self.debouncer = debouncer
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type not in ("opened", "closed_no_write", "attrib"):
+            self.debouncer.handle_event(event)
+
+
+class RepoWatcher:
+    """Watches workspace folders; calls ``on_batch({path: "changed" | "deleted"})`` after each quiet period
+    of ``debounce_s`` seconds. ``add``/``remove`` folders at any time; ``stop()`` ends both threads."""
+
+    def __init__(self, on_batch: Callable[[dict[str, str]], None], debounce_s: float = DEBOUNCE_S):
+        self._on_batch = on_batch
+        self._debouncer = EventDebouncer(debounce_s, self._flush)
+        self._observer = Observer()
+        self._watches: dict[str, object] = {}
+        self._started = False
+
+    def _flush(self, events: list[FileSystemEvent]) -> None:
+        batch = coalesce(events)
+        if batch:
+            try:
+                self._on_batch(batch)
+            except Exception:  # never kill the debouncer thread
+                log.exception("file-event batch failed")
+
+    def add(self, root: str) -> bool:
+        """Start watching ``root`` recursively; False (and a log line) when it cannot be watched."""
+        if root in self._watches:
+            return True
+        try:
+            if not self._started:
+                self._debouncer.start()
+                self._observer.start()
+                self._started = True
+            self._watches[root] = self._observer.schedule(_Collector(self._debouncer), root, recursive=True)
+            return True
+        except Exception as exc:  # vanished folder, inotify limit, ...
+            log.warning("cannot watch %s: %s", root, exc)
+            return False
+
+    def remove(self, root: str) -> None:
+        """Stop watching ``root`` (no-op if it was not watched)."""
+        watch = self._watches.pop(root, None)
+        if watch is not None:
+            try:
+                self._observer.unschedule(watch)
+            except Exception as exc:
+                log.debug("unschedule %s: %s", root, exc)
+
+    def stop(self) -> None:
+        """Stop the observer and the debouncer threads."""
+        if not self._started:
+            return
+        try:
+            self._observer.stop()
+            self._debouncer.stop()
+            self._observer.join(timeout=2)
+            self._debouncer.join(timeout=2)
+        except Exception as exc:
+            log.debug("watcher stop: %s", exc)
+        self._started = False

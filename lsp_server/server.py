@@ -1,0 +1,352 @@
+"""The fastcoder language server (pygls 2): creates the server and registers its features.
+
+Handlers stay thin (jedi-language-server style): fetch the document, call into :mod:`lsp_server.host` /
+:mod:`lsp_server.prompt` / :mod:`lsp_server.postprocess`, convert to LSP types. Nothing blocking runs on the
+asyncio message loop: decoding and D_r updates run on the host's single model-worker thread, loading and
+indexing on its loader thread; notifications from those threads are marshalled back with
+``loop.call_soon_threadsafe``.
+
+Unsaved buffers and D_r: on ``didChange`` the document's buffer text is pushed into D_r after
+``BUFFER_DEBOUNCE_S`` seconds without further edits (and at once on ``didSave``); on ``didClose`` the file on
+disk counts again. The FIM prompt always uses the live buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from .host import MAX_DOCUMENT_CHARS, CompletionRequest, EngineHost
+from .repo_watch import RepoWatcher
+from .settings import SECTION, Settings, parse_settings
+
+log = logging.getLogger("fastcoder.lsp")
+
+SERVER_NAME = "fastcoder-lsp"
+SERVER_VERSION = "0.1.0"
+BUFFER_DEBOUNCE_S = 1.0
+STATUS_METHOD = "fastcoder/status"
+REPO_CONTAINS_METHOD = "fastcoder/repoContains"
+
+_LEVELS = {"info": types.MessageType.Info, "warning": types.MessageType.Warning, "error": types.MessageType.Error}
+
+
+class FastcoderServer(LanguageServer):
+    """pygls server holding the :class:`EngineHost`, the file watcher and per-document request state."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.host = EngineHost(notify=self._notify_threadsafe, progress=self._progress_threadsafe)
+        self.watcher = RepoWatcher(self._on_file_batch)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.inflight: dict[str, threading.Event] = {}
+        self._buffer_timers: dict[str, asyncio.TimerHandle] = {}
+        self._progress_queue: asyncio.Queue | None = None
+        self._shown: set[str] = set()
+        self._pull_config = False
+
+    # ---- messages and progress (callable from any thread)
+    def _notify_threadsafe(self, level: str, message: str) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.show, level, message)
+
+    def show(self, level: str, message: str) -> None:
+        """showMessage once per distinct message, and always logMessage (on the loop thread)."""
+        kind = _LEVELS.get(level, types.MessageType.Info)
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+        if level != "info" and message not in self._shown:
+            self._shown.add(message)
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def _progress_threadsafe(self, stage: str, message: str, pct: int | None, done: bool) -> None:
+        if self.loop is not None and self._progress_queue is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._progress_queue.put_nowait, (stage, message, pct, done))
+
+    async def progress_pump(self) -> None:
+        """Turn host progress events into server-initiated ``$/progress`` (only if the client supports it)."""
+        assert self._progress_queue is not None
+        window = self.client_capabilities.window
+        supported = bool(window and window.work_done_progress)
+        token: str | None = None
+        count = 0
+        while True:
+            stage, message, pct, done = await self._progress_queue.get()
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Log,
+                                                           message=f"fastcoder: {stage}: {message}"))
+            if not supported:
+                continue
+            try:
+                if token is None and not done:
+                    count += 1
+                    token = f"fastcoder-load-{count}"
+                    await asyncio.wait_for(self.work_done_progress.create_async(token), 10)
+                    self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                        title="fastcoder", message=message, percentage=pct or 0, cancellable=False))
+                elif token is not None and not done:
+                    self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message,
+                                                                                       percentage=pct))
+                elif token is not None:
+                    self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+                    self.work_done_progress.tokens.pop(token, None)
+                    token = None
+            except Exception as exc:  # a client that refuses progress must not stop the pump
+                log.debug("progress: %s", exc)
+                token = None
+
+    # ---- file events
+    def _on_file_batch(self, batch: dict[str, str]) -> None:
+        """Watcher callback (debouncer thread): open documents' buffers win over the disk contents."""
+        open_paths = self._open_paths()
+        changed = {p: k for p, k in batch.items() if p not in open_paths}
+        if changed:
+            self.host.file_events(changed)
+
+    def _open_paths(self) -> set[str]:
+        paths = set()
+        for uri in list(self.workspace.text_documents):
+            path = uri_to_path(uri)
+            if path:
+                paths.add(path)
+        return paths
+
+    def schedule_buffer_update(self, uri: str, delay: float = BUFFER_DEBOUNCE_S) -> None:
+        """Push the open document's buffer into D_r after ``delay`` seconds without further edits."""
+        old = self._buffer_timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        if self.loop is not None:
+            self._buffer_timers[uri] = self.loop.call_later(delay, self._push_buffer, uri)
+
+    def _push_buffer(self, uri: str) -> None:
+        self._buffer_timers.pop(uri, None)
+        path = uri_to_path(uri)
+        doc = self.workspace.text_documents.get(uri)
+        if path and doc is not None and len(doc.source) <= MAX_DOCUMENT_CHARS and "\0" not in doc.source:
+            self.host.file_events({path: "changed"}, buffers={path: doc.source})
+
+    # ---- folders and settings
+    def folder_paths(self) -> list[str]:
+        """Filesystem paths of the workspace folders (the root path when the client sent no folders)."""
+        paths = [uri_to_path(uri) for uri in self.workspace.folders]
+        paths = [p for p in paths if p]
+        if not paths and self.workspace.root_path:
+            paths = [self.workspace.root_path]
+        return [str(Path(p)) for p in paths]
+
+    def apply_raw_settings(self, raw: Any) -> str | None:
+        """Parse settings over the current ones, warn about invalid values, apply; returns the host's action
+        or None when ``raw`` held nothing for the ``fastcoder`` section."""
+        from .settings import section_of  # noqa: PLC0415
+
+        if section_of(raw) is None:
+            return None
+        new, warnings = parse_settings(raw, self.host.settings)
+        for w in warnings:
+            self.show("warning", w)
+        return self.host.apply_settings(new)
+
+    async def pull_settings(self) -> None:
+        """Ask the client for section ``fastcoder`` (workspace/configuration) when it supports that."""
+        if not self._pull_config:
+            return
+        try:
+            pulled = await asyncio.wait_for(self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])), 5)
+        except Exception as exc:
+            log.info("workspace/configuration failed: %s", exc)
+            return
+        item = pulled[0] if isinstance(pulled, (list, tuple)) and pulled else pulled
+        if item:
+            self.apply_raw_settings({SECTION: item})
+
+
+def uri_to_path(uri: str) -> str | None:
+    """Filesystem path of a ``file:`` URI, or None for other schemes / malformed URIs."""
+    try:
+        return to_fs_path(uri) if uri.startswith("file:") else None
+    except Exception:
+        return None
+
+
+def create_server() -> FastcoderServer:
+    """Build the server and register every feature (handlers below are thin wrappers)."""
+    server = FastcoderServer(SERVER_NAME, SERVER_VERSION, max_workers=4,
+                             text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+
+    @server.feature(types.INITIALIZE)
+    def on_initialize(ls: FastcoderServer, params: types.InitializeParams) -> None:
+        base, warnings = parse_settings(params.initialization_options, Settings())
+        ls.host.settings = base
+        ls._startup_warnings = warnings
+        ws = params.capabilities.workspace
+        ls._pull_config = bool(ws and ws.configuration)
+
+    @server.feature(types.INITIALIZED)
+    async def on_initialized(ls: FastcoderServer, params: types.InitializedParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        ls._progress_queue = asyncio.Queue()
+        ls.loop.create_task(ls.progress_pump())
+        for w in getattr(ls, "_startup_warnings", []):
+            ls.show("warning", w)
+        await ls.pull_settings()
+        folders = ls.folder_paths()
+        ls.host.start(folders)
+        for root in folders:
+            if not ls.watcher.add(root):
+                ls.show("warning", f"fastcoder: cannot watch workspace folder {root}")
+        await _register_file_watching(ls)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: FastcoderServer, params: types.InlineCompletionParams):
+        return await complete(ls, params)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: FastcoderServer, params: types.DidOpenTextDocumentParams) -> None:
+        pass  # pygls' built-in handler stores the document; D_r already holds the file from disk
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: FastcoderServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        prev = ls.inflight.get(uri)
+        if prev is not None:
+            prev.set()  # the running completion is for an older version: stop it now
+        ls.schedule_buffer_update(uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: FastcoderServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.schedule_buffer_update(params.text_document.uri, delay=0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: FastcoderServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        timer = ls._buffer_timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        ls.host.drop_document(uri)
+        path = uri_to_path(uri)
+        if path:
+            ls.host.file_events({path: "changed"})  # the file on disk counts again
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: FastcoderServer, params: types.DidChangeConfigurationParams) -> None:
+        if ls.apply_raw_settings(params.settings) is None:
+            await ls.pull_settings()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: FastcoderServer, params: types.DidChangeWatchedFilesParams) -> None:
+        batch = {}
+        for ev in params.changes:
+            path = uri_to_path(ev.uri)
+            if path:
+                batch[path] = "deleted" if ev.type == types.FileChangeType.Deleted else "changed"
+        ls._on_file_batch(batch)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_folders(ls: FastcoderServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        folders = ls.folder_paths()  # pygls' built-in handler already updated ls.workspace
+        for removed in params.event.removed:
+            path = uri_to_path(removed.uri)
+            if path:
+                ls.watcher.remove(str(Path(path)))
+        for root in folders:
+            ls.watcher.add(root)
+        ls.host.set_folders(folders)
+
+    @server.feature(STATUS_METHOD)
+    def status(ls: FastcoderServer, params: Any) -> dict:
+        return ls.host.status()
+
+    @server.feature(REPO_CONTAINS_METHOD)
+    async def repo_contains(ls: FastcoderServer, params: Any) -> dict:
+        text = getattr(params, "text", None)
+        if not isinstance(text, str) or not text:
+            return {}
+        return await asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.repo_contains, text)
+
+    @server.feature(types.SHUTDOWN)
+    def on_shutdown(ls: FastcoderServer, params: Any) -> None:
+        for ev in list(ls.inflight.values()):
+            ev.set()
+        ls.watcher.stop()
+        ls.host.shutdown()
+
+    return server
+
+
+async def _register_file_watching(ls: FastcoderServer) -> None:
+    """Ask the client to send didChangeWatchedFiles when it supports dynamic registration (VS Code)."""
+    ws = ls.client_capabilities.workspace
+    if not (ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration):
+        return
+    try:
+        await asyncio.wait_for(ls.client_register_capability_async(types.RegistrationParams(registrations=[
+            types.Registration(id="fastcoder-watch", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                               register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                                   watchers=[types.FileSystemWatcher(glob_pattern="**/*")]))])), 10)
+    except Exception as exc:
+        log.info("client refused file-watch registration: %s", exc)
+
+
+def _position_valid(lines: Any, pos: types.Position) -> bool:
+    """True when ``pos`` lies inside the document (a character index up to the line's length in UTF-16
+    units, the largest of the encodings' unit counts; one past the last line only at character 0)."""
+    if pos.line < 0 or pos.character < 0 or pos.line > len(lines):
+        return False
+    if pos.line == len(lines):
+        return pos.character == 0
+    line = lines[pos.line].rstrip("\r\n")
+    return pos.character <= len(line.encode("utf-16-le")) // 2
+
+
+def _empty() -> types.InlineCompletionList:
+    return types.InlineCompletionList(items=[])
+
+
+async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    """``textDocument/inlineCompletion``: an empty list unless the model is ready, the document is known and
+    the position valid; cancel-previous per document; results for an outdated document version are dropped."""
+    if ls.host.state != "ready":
+        return _empty()
+    uri = params.text_document.uri
+    doc = ls.workspace.text_documents.get(uri)
+    if doc is None:
+        ls.show("info", f"fastcoder: inline completion for a document that is not open: {uri}")
+        return _empty()
+    pos = params.position
+    lines = doc.lines
+    if not _position_valid(lines, pos):
+        log.info("position %s outside %s (%d lines)", pos, uri, len(lines))
+        return _empty()
+    source = doc.source
+    if len(source) > MAX_DOCUMENT_CHARS or "\0" in source:
+        ls.show("info", f"fastcoder: {uri} is too large or binary; no completions")
+        return _empty()
+    offset = doc.offset_at_position(pos)
+    path = uri_to_path(uri)
+    req = CompletionRequest(uri=uri, version=doc.version, prefix=source[:offset], suffix=source[offset:],
+                            folder=ls.host.folder_of(path))
+    previous = ls.inflight.get(uri)
+    if previous is not None:
+        previous.set()  # cancel-previous: the older request stops within one forward and answers empty
+    ls.inflight[uri] = req.cancel
+    try:
+        outcome = await asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.complete, req)
+    except asyncio.CancelledError:
+        req.cancel.set()  # $/cancelRequest: stop decoding; pygls answers -32800
+        raise
+    finally:
+        if ls.inflight.get(uri) is req.cancel:
+            del ls.inflight[uri]
+    current = ls.workspace.text_documents.get(uri)
+    if outcome.text is None or current is None or current.version != req.version:
+        return _empty()
+    log.debug("completion %s:%d:%d %.0f ms %r", uri, pos.line, pos.character, outcome.latency_ms, outcome.text)
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(
+        insert_text=outcome.text, range=types.Range(start=pos, end=pos))])

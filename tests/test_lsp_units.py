@@ -1,0 +1,166 @@
+"""Unit tests of the language server's pure parts: settings, FIM prompts, post-processing, file events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lsp_server.postprocess import CursorContext, generation_stop, postprocess
+from lsp_server.prompt import build_fim_prompt, detect_fim_template, prompt_budget
+from lsp_server.repo_watch import coalesce
+from lsp_server.settings import Settings, parse_settings, section_of
+
+MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
+
+
+# ---------------------------------------------------------------- settings
+def test_settings_defaults_and_both_push_forms():
+    s, w = parse_settings(None)
+    assert s == Settings() and w == []
+    assert s.method == "fastcoder" and s.max_new_tokens == 64 and s.stop_at == "line"
+    assert s.common_datastore == "stdlib" and s.repo_index is True and s.temperature == 0.0
+    nested, _ = parse_settings({"fastcoder": {"maxNewTokens": 16, "stopAt": "block"}})
+    flat, _ = parse_settings({"maxNewTokens": 16, "stopAt": "block"})
+    assert nested == flat and nested.max_new_tokens == 16 and nested.stop_at == "block"
+    pulled, _ = parse_settings(({"method": "ar"},))  # workspace/configuration answers a tuple
+    assert pulled.method == "ar"
+
+
+def test_settings_invalid_value_warns_and_keeps_previous():
+    base = Settings(max_new_tokens=32)
+    s, warnings = parse_settings({"fastcoder": {"maxNewTokens": -3, "method": "magic", "exclude": "*.txt",
+                                                "device": "tpu", "repoIndex": "yes", "unknownKey": 1}}, base)
+    assert s.max_new_tokens == 32 and s.method == "fastcoder" and s.device == "auto" and s.repo_index
+    assert s.exclude == ("*.txt",)
+    joined = "\n".join(warnings)
+    for key in ("maxNewTokens", "method", "device", "repoIndex"):
+        assert f"fastcoder.{key}" in joined
+    assert len(warnings) == 4
+
+
+def test_section_of_ignores_other_extensions():
+    assert section_of({"python": {"x": 1}}) is None
+    assert section_of([]) is None
+    assert Settings(method="ar").changed_keys(Settings()) == {"method"}
+
+
+def test_fastcoder_model_env_overrides_default(monkeypatch):
+    monkeypatch.setenv("FASTCODER_MODEL", "/some/model")
+    assert Settings().resolved_model() == "/some/model"
+    assert Settings(model="/explicit").resolved_model() == "/explicit"
+
+
+# ---------------------------------------------------------------- prompts
+class FakeTokenizer:
+    """One token per character, plus the special tokens in ``specials``."""
+
+    bos_token_id = 1
+
+    def __init__(self, specials: list[str]):
+        self.specials = {t: 100_000 + i for i, t in enumerate(specials)}
+
+    def get_vocab(self):
+        return dict(self.specials)
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+
+@pytest.mark.parametrize("specials,name", [
+    (["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"], "qwen"),
+    (["<fim_prefix>", "<fim_suffix>", "<fim_middle>"], "starcoder"),
+    (["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"], "deepseek"),
+    (["▁<PRE>", "▁<SUF>", "▁<MID>"], "codellama"),
+])
+def test_fim_template_detection(specials, name):
+    tok = FakeTokenizer(specials)
+    tpl, ids = detect_fim_template(tok)
+    assert tpl.name == name
+    p = build_fim_prompt(tok, "ab", "cd", 64)
+    head = [1] if name == "codellama" else []
+    assert p.token_ids == head + [ids[0], ord("a"), ord("b"), ids[1], ord("c"), ord("d"), ids[2]]
+
+
+def test_prefix_only_without_fim_tokens():
+    p = build_fim_prompt(FakeTokenizer([]), "x = 1\ny", "never used", 64)
+    assert p.template == "prefix-only" and p.token_ids == [ord(c) for c in "x = 1\ny"]
+
+
+def test_budget_keeps_prefix_tail_and_suffix_head():
+    tok = FakeTokenizer(["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"])
+    prefix, suffix = "P" * 500 + "tail", "head" + "S" * 500
+    p = build_fim_prompt(tok, prefix, suffix, 103)  # 100 content tokens: suffix <= 25
+    assert len(p.token_ids) == 103 and p.truncated
+    assert p.suffix_tokens == 25 and p.prefix_tokens == 75
+    text = "".join(chr(t) for t in p.token_ids if t < 100_000)
+    assert text.startswith("P" * 71 + "tail") and text.endswith("head" + "S" * 21)
+    short = build_fim_prompt(tok, prefix, "", 103)  # unused suffix budget goes to the prefix
+    assert short.prefix_tokens == 100
+
+
+def test_prompt_budget():
+    assert prompt_budget(None, 4096, 64) == 1024
+    assert prompt_budget(None, 512, 64) == 448
+    assert prompt_budget(2000, None, 64) == 2000
+
+
+def test_real_tokenizer_fim_prompt():
+    if not MODEL.is_dir():
+        pytest.skip("tiny-py-coder not available")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    p = build_fim_prompt(tok, "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n", 256)
+    assert p.template == "qwen"
+    text = tok.decode(p.token_ids)
+    assert text == "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_middle|>"
+
+
+# ---------------------------------------------------------------- post-processing
+def ctx(prefix: str, suffix: str = "") -> CursorContext:
+    return CursorContext.from_split(prefix, suffix)
+
+
+def test_line_mode_cuts_at_end_of_line():
+    assert postprocess("return a + b\n    x = 1", ctx("def f(a, b):\n    "), "line") == "return a + b"
+    assert generation_stop("line", ctx("def f():\n    ")) == ["\n"]
+
+
+def test_line_mode_at_end_of_nonblank_line_keeps_next_line():
+    c = ctx("def f(a, b):")
+    assert c.at_end_of_nonblank_line and generation_stop("line", c) == ["\n\n"]
+    assert postprocess("\n    return a + b\n    more", c, "line") == "\n    return a + b"
+
+
+def test_block_mode_stops_at_blank_line_or_dedent():
+    c = ctx("def f(a):\n    ")
+    raw = "if a:\n        return 1\n    return 2\nprint(f(1))"
+    assert postprocess(raw, c, "block") == "if a:\n        return 1\n    return 2"
+    assert postprocess("x = 1\n    y = 2\n\n    z = 3", c, "block") == "x = 1\n    y = 2"
+
+
+def test_trims_repeat_of_text_after_cursor():
+    assert postprocess("a, b)", ctx("print(", ")"), "line") == "a, b"
+    assert postprocess(")", ctx("print(", ")"), "line") is None
+    following = ctx("def f():\n    ", "\n    return x\n")
+    assert postprocess("x = 1\n    return x", following, "block") == "x = 1"
+
+
+def test_whitespace_only_is_dropped():
+    assert postprocess("   ", ctx("x = "), "line") is None
+    assert postprocess("\n\n", ctx("def f():"), "block") is None
+
+
+# ---------------------------------------------------------------- file events
+class Ev:
+    def __init__(self, event_type, src, dest="", is_directory=False):
+        self.event_type, self.src_path, self.dest_path, self.is_directory = event_type, src, dest, is_directory
+
+
+def test_coalesce_moves_and_deletes():
+    batch = coalesce([Ev("created", "/r/a.py"), Ev("modified", "/r/a.py"), Ev("moved", "/r/a.py", "/r/b.py"),
+                      Ev("moved", "/r/c.py.tmp", "/r/c.py"), Ev("deleted", "/r/d.py"),
+                      Ev("modified", "/r/pkg", is_directory=True)])
+    assert batch == {"/r/a.py": "deleted", "/r/b.py": "changed", "/r/c.py.tmp": "deleted",
+                     "/r/c.py": "changed", "/r/d.py": "deleted"}
