@@ -1,0 +1,974 @@
+"""Benchmark harness: repository-level code generation with every decoding method (issue #3).
+
+Tasks come from a real repository, as in RepoEval / DevEval function-level completion: a function
+whose body has at least ``min_body_lines`` lines is picked (seeded, deterministic); the prompt is the
+file's text before the body (left-truncated to a token budget); the target is the model's own greedy
+continuation of ``max_new_tokens`` tokens. The repository datastore D_r is built with the target body
+removed from its file, so retrieval cannot copy the answer (no leakage).
+
+All methods run in one process, interleaved per task (so machine noise hits them alike), after a
+warm-up. Per method the harness reports decode ms per new token, speedup vs ``ar`` (same run), mean
+accepted length (tokens committed per decode forward, bonus token included; Spec-Bench convention),
+forward passes, retrieval ms per step and its share of decode time, accepted draft tokens per draft
+source, peak RSS, and ``lossless`` (every output token-identical to ``ar``'s).
+
+Headroom (see notes/speculative-decoding-anchors.md, sections 9-10):
+
+* verify-cost curve ``c(n) = T(n) / T(1)``: time of one forward over ``n`` new tokens under a tree
+  (4-D additive) mask on top of a typical prompt, divided by a 1-token forward.
+* retrieval ceiling: the ``ar`` transcripts replayed against the union of all draft sources; each
+  transcript is split greedily into the longest pieces any drafter could have proposed (+1 bonus token
+  per piece); ``tokens / pieces`` bounds the mean accepted length of these exact-match drafters.
+* predicted speedup ``accepted length / c(tree size + 1)`` next to the measured one.
+
+Usage: ``python -m engine.bench --model M --repo DIR --tasks 10 --max-new-tokens 128 --json OUT``
+(or ``fastcoder bench ...``). This module imports nothing from ``lsp_server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import logging
+import os
+import platform
+import random
+import re
+import resource
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "fastcoder-bench/1"
+
+#: Benchmark method name -> (engine method, decoder options). FastCoder ablations follow its Table II.
+METHOD_SPECS: dict[str, tuple[str, dict]] = {
+    "ar": ("ar", {}),
+    "hf-prompt-lookup": ("hf-prompt-lookup", {}),
+    "rest": ("rest", {}),
+    "copyspec": ("copyspec", {}),
+    "fastcoder": ("fastcoder", {}),
+    "fastcoder-no-cache": ("fastcoder", {"use_cache": False}),
+    "fastcoder-no-repo": ("fastcoder", {"use_repo": False}),
+    "fastcoder-no-strategy": ("fastcoder", {"use_strategy": False}),
+}
+DEFAULT_METHODS = tuple(METHOD_SPECS)
+REFERENCE_METHOD = "ar"
+DEFAULT_MAX_PROMPT_TOKENS = 1024  # tiny-py-coder was trained on 1,024-token windows
+DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
+HIT_SOURCES = ("cache", "repo", "common", "context")
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist"}
+
+
+class BenchError(RuntimeError):
+    """Bad benchmark input (no repository, no usable functions, unknown method); one line for a person."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Tasks
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FunctionSpan:
+    """A function body inside one source text.
+
+    Attributes:
+        qualname: dotted name (``Class.method``, ``outer.inner``).
+        lineno: 1-based line of the ``def``.
+        body_start: char offset of the start of the body's first line (after a docstring, if the
+            body has more statements); the prompt is ``source[:body_start]``.
+        body_end: char offset just past the body's last line (its newline included).
+        body_lines: lines from the body's first to its last line.
+    """
+
+    qualname: str
+    lineno: int
+    body_start: int
+    body_end: int
+    body_lines: int
+
+
+@dataclass
+class Task:
+    """One benchmark task (repository-level function completion).
+
+    Attributes:
+        task_id: ``"<relative path>::<qualname>"``.
+        path: file path relative to the repository root (POSIX separators).
+        function: the function's qualified name.
+        lineno: 1-based line of its ``def``.
+        body_start, body_end: char offsets of the excluded body span in the file.
+        prompt_ids: the prompt's token ids (left-truncated to the prompt budget).
+        truncated: whether left truncation dropped tokens.
+    """
+
+    task_id: str
+    path: str
+    function: str
+    lineno: int
+    body_start: int
+    body_end: int
+    prompt_ids: list[int] = field(repr=False)
+    truncated: bool = False
+
+    def describe(self) -> dict:
+        """JSON-ready summary without the prompt ids."""
+        return {"task_id": self.task_id, "file": self.path, "function": self.function,
+                "lineno": self.lineno, "body_span": [self.body_start, self.body_end],
+                "prompt_tokens": len(self.prompt_ids), "truncated_prompt": self.truncated}
+
+
+def _line_starts(source: str) -> list[int]:
+    """Char offset of the start of every line (1-based line ``k`` starts at ``result[k - 1]``);
+    line breaks as Python's tokenizer sees them (``\\r\\n``, ``\\r``, ``\\n``)."""
+    return [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str))
+
+
+def find_functions(source: str, min_body_lines: int = 3) -> list[FunctionSpan]:
+    """All functions (sync/async, methods, nested) whose body has at least ``min_body_lines`` lines.
+
+    The body starts at its first statement's line (a leading docstring stays in the prompt when more
+    statements follow); one-line functions (body on the ``def`` line) are skipped.
+
+    Returns:
+        spans sorted by line; an empty list when ``source`` does not parse.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    starts = _line_starts(source)
+    spans: list[FunctionSpan] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qualname = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    span = _body_span(child, qualname, source, starts)
+                    if span is not None and span.body_lines >= min_body_lines:
+                        spans.append(span)
+                visit(child, qualname + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return sorted(spans, key=lambda s: s.lineno)
+
+
+def _body_span(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, source: str,
+               starts: list[int]) -> FunctionSpan | None:
+    body = list(node.body)
+    if len(body) > 1 and _is_docstring(body[0]):
+        body = body[1:]
+    first, last = body[0], body[-1]
+    body_start = starts[first.lineno - 1]
+    line_head = source[body_start:body_start + len(source[body_start:].split("\n", 1)[0])]
+    if line_head[:first.col_offset].strip() or first.lineno <= node.lineno:
+        return None  # the body shares a line with the signature: no clean split
+    end_line = last.end_lineno or last.lineno
+    body_end = starts[end_line] if end_line < len(starts) else len(source)
+    return FunctionSpan(qualname, node.lineno, body_start, body_end, end_line - first.lineno + 1)
+
+
+def iter_python_files(root: Path) -> list[Path]:
+    """Sorted ``*.py`` files under ``root``, skipping hidden folders, caches and build outputs."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+        files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+    return files
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def extract_tasks(root: str | Path, tokenizer, num_tasks: int, seed: int = 0,
+                  max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS, min_body_lines: int = 3,
+                  min_prompt_chars: int = 64) -> list[Task]:
+    """Pick ``num_tasks`` functions from a repository, seeded and deterministic.
+
+    Args:
+        root: repository folder.
+        tokenizer: a Hugging Face tokenizer (``tokenizer(text, add_special_tokens=False)``).
+        num_tasks: how many tasks (fewer when the repository has fewer eligible functions).
+        seed: sampling seed; the same seed and files give the same tasks.
+        max_prompt_tokens: prompt budget (tokens); longer prefixes keep their last tokens.
+        min_body_lines: minimum body length (lines).
+        min_prompt_chars: skip functions whose file prefix is shorter than this (chars).
+
+    Returns:
+        the tasks, in sampled order.
+
+    Raises:
+        BenchError: ``root`` is not a folder, or it holds no eligible function.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise BenchError(f"--repo {str(root)!r} is not a folder")
+    candidates: list[tuple[str, FunctionSpan, str]] = []
+    for path in iter_python_files(root):
+        source = _read_text(path)
+        if not source:
+            continue
+        rel = path.relative_to(root).as_posix()
+        for span in find_functions(source, min_body_lines):
+            if span.body_start >= min_prompt_chars:
+                candidates.append((rel, span, source))
+    if not candidates:
+        raise BenchError(f"no function with a body of >= {min_body_lines} lines under {str(root)!r}")
+    rng = random.Random(seed)
+    chosen = rng.sample(candidates, min(max(num_tasks, 0), len(candidates)))
+    return [_make_task(rel, span, source, tokenizer, max_prompt_tokens) for rel, span, source in chosen]
+
+
+def _make_task(rel: str, span: FunctionSpan, source: str, tokenizer, max_prompt_tokens: int) -> Task:
+    ids = list(tokenizer(source[:span.body_start], add_special_tokens=False)["input_ids"])
+    truncated = len(ids) > max_prompt_tokens
+    ids = ids[-max_prompt_tokens:] if max_prompt_tokens > 0 else []
+    return Task(f"{rel}::{span.qualname}", rel, span.qualname, span.lineno, span.body_start,
+                span.body_end, [int(t) for t in ids], truncated)
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------------
+
+
+def reset_peak_rss() -> bool:
+    """Reset the process's peak RSS (Linux ``/proc/self/clear_refs`` value 5); False if unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this whole process in MiB (``VmHWM``, else ``ru_maxrss``).
+
+    Process-wide: it includes the model, the datastores and everything run before (unless
+    :func:`reset_peak_rss` reset it).
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024.0 * 1024.0) if sys.platform == "darwin" else rss / 1024.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Running the methods
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchConfig:
+    """What one benchmark run does (mirrors the command line)."""
+
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    max_new_tokens: int = 256
+    warmup_tokens: int = 16
+    exclude: tuple[str, ...] = ()
+    cost_sizes: tuple[int, ...] = DEFAULT_COST_SIZES
+    cost_repeats: int = 5
+    headroom: bool = True
+    progress: bool = True
+
+
+def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Split a comma list of method names; ``ar`` is always included (it is the reference).
+
+    Raises:
+        BenchError: an unknown method name.
+    """
+    names = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
+    unknown = [m for m in names if m not in METHOD_SPECS]
+    if unknown:
+        raise BenchError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHOD_SPECS)}")
+    ordered = [REFERENCE_METHOD] + [m for m in dict.fromkeys(names) if m != REFERENCE_METHOD]
+    return tuple(ordered)
+
+
+def make_decoder(loaded, method: str, repo_datastore, common_datastore):
+    """A :class:`engine.SpeculativeDecoder` for a benchmark method name (ablations included)."""
+    from engine import SpeculativeDecoder
+
+    base, options = METHOD_SPECS[method]
+    return SpeculativeDecoder(loaded, method=base, repo_datastore=repo_datastore,
+                              common_datastore=common_datastore, **options)
+
+
+class _SizeRecorder:
+    """Wraps a drafter to record the size (draft tokens) of every proposed tree."""
+
+    def __init__(self, drafter, sizes: list[int]):
+        self.drafter, self.sizes = drafter, sizes
+
+    def reset(self, prompt: np.ndarray) -> None:
+        self.drafter.reset(prompt)
+
+    def propose(self, context: np.ndarray):
+        tree = self.drafter.propose(context)
+        self.sizes.append(len(tree))
+        return tree
+
+    def observe(self, context, tree, path, accepted) -> None:
+        self.drafter.observe(context, tree, path, accepted)
+
+
+def _record_draft_sizes(decoder) -> list[int]:
+    """Hook the decoder's drafter factory so tree sizes get recorded (until the decoder reports
+    ``stats["draft_sizes"]`` itself); the list fills during ``generate``."""
+    sizes: list[int] = []
+    make = getattr(decoder, "_make_drafter", None)
+    if make is not None and getattr(decoder, "method", None) in ("rest", "copyspec", "fastcoder"):
+        decoder._make_drafter = lambda cache: _SizeRecorder(make(cache), sizes)
+    return sizes
+
+
+def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int) -> dict:
+    """Generate greedily once and return the raw per-task record (token ids kept for comparison).
+
+    Each FastCoder run gets a fresh cache (``decoder.new_cache()``), i.e. a cold document. The peak
+    RSS is reset first where Linux allows, so ``peak_rss_mb`` is this run's peak (still process-wide:
+    model and datastores included).
+    """
+    cache = decoder.new_cache() if METHOD_SPECS[method][0] == "fastcoder" else None
+    sizes = _record_draft_sizes(decoder)
+    reset_peak_rss()
+    start = time.perf_counter()
+    res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, temperature=0.0, cache=cache)
+    wall_ms = (time.perf_counter() - start) * 1000.0
+    stats = dict(res.stats or {})
+    if "draft_sizes" not in stats:
+        stats["draft_sizes"] = sizes if sizes or method != REFERENCE_METHOD else \
+            [0] * int(stats.get("forward_passes", 0))
+    return {"token_ids": [int(t) for t in res.token_ids], "finish_reason": res.finish_reason,
+            "stats": stats, "wall_ms": wall_ms, "peak_rss_mb": peak_rss_mb(),
+            "cache_bytes": int(getattr(cache, "nbytes", 0) or 0) if cache is not None else None}
+
+
+def _first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | None) -> dict:
+    """The JSON per-task record of one method on one task (``lossless`` vs the ``ar`` output)."""
+    stats = raw["stats"]
+    tokens = raw["token_ids"]
+    divergence = None if reference is None else _first_divergence(tokens, reference)
+    return {
+        "task_id": task.task_id, "file": task.path, "function": task.function,
+        "prompt_tokens": int(stats.get("prompt_tokens", len(task.prompt_ids))),
+        "new_tokens": int(stats.get("new_tokens", len(tokens))),
+        "prefill_ms": float(stats.get("prefill_ms", 0.0)),
+        "decode_ms": float(stats.get("decode_ms", 0.0)),
+        "wall_ms": raw["wall_ms"],
+        "retrieval_ms": float(stats.get("retrieval_ms", 0.0) or 0.0),
+        "forward_passes": int(stats.get("forward_passes", 0)),
+        "accepted_lengths": [int(a) for a in stats.get("accepted_lengths", []) or []],
+        "draft_sizes": [int(a) for a in stats.get("draft_sizes", []) or []],
+        "hits": {k: int(v) for k, v in (stats.get("hits") or {}).items()},
+        "finish_reason": raw["finish_reason"],
+        "peak_rss_mb": raw["peak_rss_mb"],
+        "cache_bytes": raw["cache_bytes"],
+        "lossless": None if reference is None else divergence is None,
+        "first_divergence": divergence,
+        "token_ids": tokens,
+    }
+
+
+def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, common_ds,
+            tokens: int) -> None:
+    """Run every method once on a short generation (not recorded): lazy init, allocator, caches."""
+    if tokens <= 0:
+        return
+    for method in methods:
+        run_one(make_decoder(loaded, method, repo_ds, common_ds), method, prompt_ids, tokens)
+
+
+def rotate(methods: Sequence[str], k: int) -> list[str]:
+    """``methods`` rotated by ``k`` (the order changes per task so no method always runs first)."""
+    if not methods:
+        return []
+    k %= len(methods)
+    return list(methods[k:]) + list(methods[:k])
+
+
+def build_repo_datastore(root: Path, tokenizer, task: Task | None, exclude: Sequence[str]):
+    """D_r for one task: the repository with ``task``'s body span removed (no leakage).
+
+    Uses ``RepoDatastore.build(..., exclude_span=(path, start_char, end_char))``; if the datastore
+    does not take ``exclude_span``, builds it and then replaces the file's text with the body cut out
+    (``update``).
+    """
+    from engine.repo_datastore import RepoDatastore
+
+    if task is None:
+        return RepoDatastore.build(root, tokenizer, exclude=list(exclude))
+    abs_path = root / task.path
+    span = (str(abs_path), task.body_start, task.body_end)
+    try:
+        return RepoDatastore.build(root, tokenizer, exclude=list(exclude), exclude_span=span)
+    except TypeError:
+        repo = RepoDatastore.build(root, tokenizer, exclude=list(exclude))
+        text = _read_text(abs_path) or ""
+        repo.update(str(abs_path), text[:task.body_start] + text[task.body_end:])
+        return repo
+
+
+def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchConfig,
+              repo_factory: Callable = build_repo_datastore) -> dict[str, list[dict]]:
+    """Run every method on every task, interleaved per task, after a warm-up.
+
+    Returns:
+        method name -> list of per-task records (see :func:`task_record`), in task order.
+    """
+    from tqdm.auto import tqdm
+
+    methods = cfg.methods
+    records: dict[str, list[dict]] = {m: [] for m in methods}
+    bar = tqdm(total=len(tasks) * len(methods), desc="bench", unit="run", file=sys.stderr,
+               disable=not cfg.progress, dynamic_ncols=True)
+    try:
+        for i, task in enumerate(tasks):
+            repo_ds = repo_factory(root, loaded.tokenizer, task, cfg.exclude)
+            if i == 0:
+                warm_up(loaded, methods, task.prompt_ids, repo_ds, common_ds, cfg.warmup_tokens)
+            raw: dict[str, dict] = {}
+            for method in rotate(methods, i):
+                bar.set_postfix_str(f"{task.task_id[-40:]} {method}", refresh=False)
+                decoder = make_decoder(loaded, method, repo_ds, common_ds)
+                raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens)
+                bar.update(1)
+            reference = raw[REFERENCE_METHOD]["token_ids"] if REFERENCE_METHOD in raw else None
+            for method in methods:
+                records[method].append(task_record(task, method, raw[method], reference))
+    finally:
+        bar.close()
+    return records
+
+
+# --------------------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------------------
+
+
+def histogram(values: Iterable[int]) -> dict[str, int]:
+    """Counts per value, keys as strings in ascending numeric order (JSON-friendly)."""
+    counts: dict[int, int] = {}
+    for v in values:
+        counts[int(v)] = counts.get(int(v), 0) + 1
+    return {str(k): counts[k] for k in sorted(counts)}
+
+
+def summarize_method(method: str, recs: Sequence[dict]) -> dict:
+    """Aggregate one method's per-task records (ratios of totals, not means of ratios).
+
+    ``ms_per_token`` = total decode ms / total new tokens (prefill excluded, reported as
+    ``prefill_ms``, mean per task); ``mean_accepted_length`` = tokens committed by decode forwards
+    (new tokens minus the prefill's one, per task) / decode forwards (bonus token included, so ``ar``
+    is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms. The HF prompt-lookup
+    baseline reports no per-step lengths, so it has no histogram.
+    """
+    new_tokens = sum(r["new_tokens"] for r in recs)
+    decode_ms = sum(r["decode_ms"] for r in recs)
+    retrieval_ms = sum(r["retrieval_ms"] for r in recs)
+    steps = [a for r in recs for a in r["accepted_lengths"]]
+    forward_passes = sum(r["forward_passes"] for r in recs)
+    decode_tokens = sum(max(r["new_tokens"] - 1, 0) for r in recs)  # the first token is the prefill's
+    n_steps = forward_passes or len(steps)
+    exact_steps = METHOD_SPECS.get(method, (method,))[0] != "hf-prompt-lookup"  # HF: no per-step data
+    hits = {k: 0 for k in HIT_SOURCES}
+    for r in recs:
+        for k, v in r["hits"].items():
+            hits[k] = hits.get(k, 0) + v
+    lossless_flags = [r["lossless"] for r in recs]
+    sizes = [s for r in recs for s in r["draft_sizes"]]
+    base, options = METHOD_SPECS.get(method, (method, {}))
+    cache_bytes = [r["cache_bytes"] for r in recs if r.get("cache_bytes") is not None]
+    return {
+        "method": method, "engine_method": base, "options": options, "tasks": len(recs),
+        "new_tokens": new_tokens,
+        "ms_per_token": decode_ms / new_tokens if new_tokens else None,
+        "speedup": None,
+        "decode_ms": decode_ms,
+        "prefill_ms": statistics.fmean(r["prefill_ms"] for r in recs) if recs else None,
+        "mean_accepted_length": decode_tokens / forward_passes if forward_passes else None,
+        "forward_passes": forward_passes,
+        "retrieval_ms": retrieval_ms,
+        "retrieval_ms_per_step": retrieval_ms / n_steps if n_steps else None,
+        "retrieval_share": retrieval_ms / decode_ms if decode_ms else None,
+        "mean_draft_size": statistics.fmean(sizes) if sizes else None,
+        "hits": hits,
+        "peak_rss_mb": max((r["peak_rss_mb"] for r in recs), default=None),
+        "max_cache_bytes": max(cache_bytes) if cache_bytes else None,
+        "lossless": bool(lossless_flags) and all(f is True for f in lossless_flags),
+        "lossless_tasks": sum(1 for f in lossless_flags if f is True),
+        "accepted_length_histogram": histogram(steps) if exact_steps else None,
+        "per_task": [{k: v for k, v in r.items() if k != "token_ids"} for r in recs],
+    }
+
+
+def summarize(records: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per-method summaries with ``speedup`` = ar ms_per_token / method ms_per_token (same run)."""
+    out = {m: summarize_method(m, recs) for m, recs in records.items()}
+    ref = out.get(REFERENCE_METHOD, {}).get("ms_per_token")
+    for rec in out.values():
+        if ref and rec["ms_per_token"]:
+            rec["speedup"] = ref / rec["ms_per_token"]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Headroom: verify cost and retrieval ceiling
+# --------------------------------------------------------------------------------------------------
+
+
+def measure_verify_cost(loaded, prompt_ids: Sequence[int], sizes: Sequence[int] = DEFAULT_COST_SIZES,
+                        repeats: int = 5) -> dict:
+    """Measure ``c(n) = T(n) / T(1)``: one forward over ``n`` new tokens with a 4-D tree mask on top
+    of a KV cache holding ``prompt_ids`` (anchors note, section 10).
+
+    The tree is a chain (each node sees the prompt and its ancestors); the dense cost of a forward
+    depends on ``n`` only, not on the tree's shape. Each size is timed ``repeats`` times (median),
+    cropping the cache back after every forward.
+
+    Returns:
+        ``{"prompt_tokens": P, "n": [...], "ms": [...], "c": [...]}`` (ms per forward, c unitless).
+    """
+    import torch
+    from transformers import DynamicCache
+
+    model, device, dtype = loaded.model, loaded.device, loaded.dtype
+    sizes = sorted({int(n) for n in sizes if int(n) >= 1} | {1})
+    ids = torch.tensor([list(prompt_ids) or [0]], dtype=torch.long, device=device)
+    fill = ids[0, -1].item()
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        past = cache.get_seq_length()
+        ms = [_time_forward(model, cache, past, n, fill, device, dtype, repeats) for n in sizes]
+    return {"prompt_tokens": int(past), "n": sizes, "ms": ms, "c": [m / ms[0] for m in ms]}
+
+
+def _time_forward(model, cache, past: int, n: int, fill: int, device, dtype, repeats: int) -> float:
+    import torch
+
+    allow = torch.ones(n, past + n, dtype=torch.bool, device=device)
+    allow[:, past:] = torch.tril(torch.ones(n, n, dtype=torch.bool, device=device))
+    mask = torch.where(allow, 0.0, torch.finfo(dtype).min).to(dtype)[None, None]
+    tokens = torch.full((1, n), fill, dtype=torch.long, device=device)
+    positions = torch.arange(past, past + n, device=device)[None]
+    times = []
+    for _ in range(max(1, repeats) + 1):  # first one is a warm-up
+        start = time.perf_counter()
+        model(input_ids=tokens, position_ids=positions, attention_mask=mask, past_key_values=cache,
+              use_cache=True)
+        times.append((time.perf_counter() - start) * 1000.0)
+        cache.crop(past - cache.get_seq_length())
+    return statistics.median(times[1:])
+
+
+def interpolate_cost(cost: dict, n: float) -> float:
+    """``c(n)`` by linear interpolation in ``n`` (clamped to the measured range; 1.0 if unmeasured)."""
+    if not cost or not cost.get("n"):
+        return 1.0
+    return float(np.interp(n, cost["n"], cost["c"]))
+
+
+def greedy_pieces(propose_all: Callable[[np.ndarray, list[int]], int], prompt_ids: Sequence[int],
+                  transcript: Sequence[int]) -> list[int]:
+    """Split ``transcript[1:]`` greedily into the longest pieces a drafter could have proposed.
+
+    ``transcript[0]`` comes from the prefill (no draft), as in the decoder. At position ``i`` the
+    context is ``prompt + transcript[:i]`` (the pending token last); ``propose_all(context,
+    remaining)`` returns how many leading tokens of ``remaining = transcript[i:]`` the best draft
+    matches (``m``); the piece covers ``m + 1`` tokens (the accepted draft plus the model's own token),
+    i.e. one decode forward.
+
+    Args:
+        propose_all: ``(context: int64 1-D, remaining: list[int]) -> int`` matched length (tokens).
+        prompt_ids, transcript: token ids.
+
+    Returns:
+        the piece lengths (each >= 1); ``(len(transcript) - 1) / len(pieces)`` is the ceiling on
+        the mean accepted length.
+    """
+    context = np.asarray(list(prompt_ids) + list(transcript), dtype=np.int64)
+    p, i, pieces = len(prompt_ids), 1, []
+    while i < len(transcript):
+        m = propose_all(context[:p + i], list(transcript[i:]))
+        step = min(int(m) + 1, len(transcript) - i)
+        pieces.append(step)
+        i += step
+    return pieces
+
+
+def prompt_lookup_match(context: np.ndarray, remaining: Sequence[int], max_ngram: int = 2,
+                        num_tokens: int = 10) -> int:
+    """Matched length of transformers' prompt lookup draft (``PromptLookupCandidateGenerator``:
+    earliest earlier occurrence of the last ``max_ngram``..1 tokens, next ``num_tokens`` tokens)."""
+    ctx = context.tolist()
+    for n in range(min(max_ngram, len(ctx) - 1), 0, -1):
+        gram = ctx[-n:]
+        for start in range(len(ctx) - n):
+            if ctx[start:start + n] == gram:
+                draft = ctx[start + n:start + n + num_tokens]
+                matched = 0
+                for a, b in zip(draft, remaining):
+                    if a != b:
+                        break
+                    matched += 1
+                return matched
+    return 0
+
+
+class _ReplayDrafter:
+    """A drafter driven along a known transcript: propose, then observe the greedy-accepted path
+    (so FastCoder's cache fills as it would live)."""
+
+    def __init__(self, drafter, prompt_ids: Sequence[int]):
+        self.drafter = drafter
+        drafter.reset(np.asarray(list(prompt_ids), dtype=np.int64))
+
+    def match(self, context: np.ndarray, remaining: list[int]) -> int:
+        tree = self.drafter.propose(context)
+        m = tree.longest_match(remaining)
+        path, node = [], -1
+        for tok in remaining[:m]:
+            node = tree.children[(node, int(tok))]
+            path.append(node)
+        self.drafter.observe(context, tree, path, [int(t) for t in remaining[:m + 1]])
+        return m
+
+
+def make_ceiling_drafters(loaded, repo_ds, common_ds) -> list:
+    """One drafter per draft source family for the ceiling replay (FastCoder with its strategy off,
+    so no random skips; REST; CopySpec)."""
+    from engine.drafters import make_drafter
+
+    drafters = []
+    for method, options in (("fastcoder", {"use_strategy": False}), ("rest", {}), ("copyspec", {})):
+        try:
+            drafters.append(make_drafter(method, loaded.token_info, repo_ds, common_ds, **options))
+        except Exception as err:  # a missing drafter only narrows the ceiling
+            log.warning("ceiling: no %s drafter (%s)", method, err)
+    return drafters
+
+
+def retrieval_ceiling(loaded, tasks: Sequence[Task], transcripts: Sequence[Sequence[int]], root: Path,
+                      common_ds, cfg: BenchConfig, repo_factory: Callable = build_repo_datastore) -> dict:
+    """Replay the ``ar`` transcripts against all draft sources (anchors note, section 10, item 5).
+
+    Returns:
+        ``{"mean_accepted_length_bound": decode tokens / pieces over all tasks, "per_task": [...]}``.
+    """
+    per_task, total_tokens, total_pieces = [], 0, 0
+    for task, transcript in zip(tasks, transcripts):
+        if len(transcript) < 2:
+            continue
+        repo_ds = repo_factory(root, loaded.tokenizer, task, cfg.exclude)
+        replay = [_ReplayDrafter(d, task.prompt_ids) for d in make_ceiling_drafters(loaded, repo_ds, common_ds)]
+
+        def propose_all(context: np.ndarray, remaining: list[int]) -> int:
+            found = [r.match(context, remaining) for r in replay]
+            return max(found + [prompt_lookup_match(context, remaining)])
+
+        pieces = greedy_pieces(propose_all, task.prompt_ids, transcript)
+        total_tokens += len(transcript) - 1
+        total_pieces += len(pieces)
+        per_task.append({"task_id": task.task_id, "decode_tokens": len(transcript) - 1,
+                         "pieces": len(pieces), "bound": (len(transcript) - 1) / len(pieces)})
+    return {"mean_accepted_length_bound": total_tokens / total_pieces if total_pieces else None,
+            "sources": ["fastcoder (cache, repo, common, context; no strategy)", "rest", "copyspec",
+                        "hf-prompt-lookup"],
+            "per_task": per_task}
+
+
+def predicted_speedups(methods: dict[str, dict], cost: dict | None) -> dict[str, dict]:
+    """Predicted speedup = accepted length / mean c(draft size + 1) per method, next to the measured
+    one (the gap is drafting, retrieval and bookkeeping overhead; anchors note, section 10)."""
+    out = {}
+    for name, rec in methods.items():
+        sizes = [s for t in rec["per_task"] for s in t["draft_sizes"]]
+        tau = rec["mean_accepted_length"]
+        if tau is None or not cost:
+            continue
+        c = statistics.fmean(interpolate_cost(cost, s + 1) for s in sizes) if sizes else None
+        out[name] = {"mean_accepted_length": tau, "mean_draft_size": rec.get("mean_draft_size"),
+                     "mean_verify_cost": c, "predicted_speedup": tau / c if c else None,
+                     "measured_speedup": rec.get("speedup")}
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Whole run and outputs
+# --------------------------------------------------------------------------------------------------
+
+
+def environment() -> dict:
+    """Hardware and library versions for the report."""
+    import torch
+    import transformers
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "platform": platform.platform(), "cpu": cpu,
+            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: BenchConfig,
+              repo_factory: Callable = build_repo_datastore) -> dict:
+    """Run the whole benchmark and return the JSON-ready result (schema ``fastcoder-bench/1``)."""
+    root = Path(root)
+    records = run_tasks(loaded, tasks, root, common_ds, cfg, repo_factory)
+    methods = summarize(records)
+    result = {"schema": SCHEMA, "environment": environment(),
+              "tasks": [t.describe() for t in tasks], "methods": methods, "headroom": None}
+    if cfg.headroom and tasks:
+        result["headroom"] = headroom(loaded, tasks, records, methods, root, common_ds, cfg, repo_factory)
+    return result
+
+
+def headroom(loaded, tasks: Sequence[Task], records: dict[str, list[dict]], methods: dict[str, dict],
+             root: Path, common_ds, cfg: BenchConfig, repo_factory: Callable) -> dict:
+    """Verify-cost curve, retrieval ceiling and predicted vs measured speedups."""
+    lengths = sorted(len(t.prompt_ids) for t in tasks)
+    typical = min(tasks, key=lambda t: abs(len(t.prompt_ids) - lengths[len(lengths) // 2]))
+    cost = measure_verify_cost(loaded, typical.prompt_ids, cfg.cost_sizes, cfg.cost_repeats)
+    transcripts = [r["token_ids"] for r in records.get(REFERENCE_METHOD, [])]
+    try:
+        ceiling = retrieval_ceiling(loaded, tasks, transcripts, root, common_ds, cfg, repo_factory)
+    except ImportError as err:
+        ceiling = {"mean_accepted_length_bound": None, "error": str(err), "per_task": []}
+    return {"verify_cost": cost, "hardware_ceiling": max(n / c for n, c in zip(cost["n"], cost["c"])),
+            "retrieval_ceiling": ceiling, "predicted": predicted_speedups(methods, cost)}
+
+
+def _fmt(value, spec: str = ".2f", none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def render_markdown(result: dict) -> str:
+    """A markdown report: config, the per-method table, and the headroom analysis."""
+    cfg, env = result.get("config", {}), result.get("environment", {})
+    lines = ["# fastcoder benchmark", ""]
+    if cfg:
+        lines += [f"- model: `{cfg.get('model')}`; repository: `{cfg.get('repo')}`; common datastore: "
+                  f"`{cfg.get('common')}`",
+                  f"- tasks: {len(result.get('tasks', []))}; max new tokens: {cfg.get('max_new_tokens')}; "
+                  f"max prompt tokens: {cfg.get('max_prompt_tokens')}; seed: {cfg.get('seed')}"]
+    if env:
+        lines.append(f"- hardware: {env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
+                     f"{env.get('torch_threads')}); torch {env.get('torch')}, transformers "
+                     f"{env.get('transformers')}")
+    if result.get("datastores"):
+        ds = result["datastores"]
+        lines.append(f"- D_r: {ds.get('repo_tokens')} tokens in {ds.get('repo_files')} files; "
+                     f"D_c: {ds.get('common_tokens')} tokens")
+    lines += ["", "| method | ms/token | speedup | accepted length | forward passes | retrieval ms/step "
+              "| retrieval share | hits cache/repo/common/context | peak RSS MB | lossless |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, m in result["methods"].items():
+        h = m["hits"]
+        hits = "/".join(str(h.get(k, 0)) for k in HIT_SOURCES)
+        lines.append(f"| {name} | {_fmt(m['ms_per_token'])} | {_fmt(m['speedup'])}x | "
+                     f"{_fmt(m['mean_accepted_length'])} | {m['forward_passes']} | "
+                     f"{_fmt(m['retrieval_ms_per_step'], '.3f')} | {_fmt(m['retrieval_share'], '.1%')} | "
+                     f"{hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
+                     f"{'yes' if m['lossless'] else 'NO'} ({m['lossless_tasks']}/{m['tasks']}) |")
+    lines += _headroom_markdown(result.get("headroom"))
+    return "\n".join(lines) + "\n"
+
+
+def _headroom_markdown(head: dict | None) -> list[str]:
+    if not head:
+        return []
+    cost = head["verify_cost"]
+    lines = ["", f"## Headroom", "",
+             f"Verify cost c(n) = T(n)/T(1) on a {cost['prompt_tokens']}-token prompt "
+             f"(T(1) = {cost['ms'][0]:.2f} ms):", "",
+             "| n | " + " | ".join(str(n) for n in cost["n"]) + " |",
+             "|---|" + "---|" * len(cost["n"]),
+             "| ms | " + " | ".join(f"{m:.2f}" for m in cost["ms"]) + " |",
+             "| c(n) | " + " | ".join(f"{c:.2f}" for c in cost["c"]) + " |", "",
+             f"Hardware ceiling max n/c(n) = {head['hardware_ceiling']:.2f}x; retrieval ceiling "
+             f"(greedy replay of the ar transcripts against all draft sources) = "
+             f"{_fmt(head['retrieval_ceiling'].get('mean_accepted_length_bound'))} tokens per forward.",
+             "", "| method | accepted length | mean draft size | mean c(size+1) | predicted speedup "
+             "| measured speedup |", "|---|---|---|---|---|---|"]
+    for name, p in head["predicted"].items():
+        lines.append(f"| {name} | {_fmt(p['mean_accepted_length'])} | {_fmt(p['mean_draft_size'], '.1f')} | "
+                     f"{_fmt(p['mean_verify_cost'])} | {_fmt(p['predicted_speedup'])}x | "
+                     f"{_fmt(p['measured_speedup'])}x |")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``bench`` options to ``parser`` (used by ``fastcoder bench`` and ``python -m``)."""
+    parser.add_argument("--model", default=None, help="model folder or hub id (default: $FASTCODER_MODEL "
+                        "or engine.DEFAULT_MODEL)")
+    parser.add_argument("--repo", required=True, help="repository folder the tasks and D_r come from")
+    parser.add_argument("--common", default="stdlib", help="common datastore D_c: PATH, stdlib or none")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                        help=f"comma list from {','.join(METHOD_SPECS)} (ar is always run)")
+    parser.add_argument("--tasks", type=int, default=10, help="number of functions to complete")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="greedy tokens per task")
+    parser.add_argument("--max-prompt-tokens", type=int, default=None,
+                        help=f"prompt budget in tokens (default {DEFAULT_MAX_PROMPT_TOKENS}, the dev "
+                        "model's training context, capped so prompt + new tokens fit the model)")
+    parser.add_argument("--seed", type=int, default=0, help="task sampling seed")
+    parser.add_argument("--min-body-lines", type=int, default=3)
+    parser.add_argument("--exclude", action="append", default=[], help="glob to leave out of D_r")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--warmup-tokens", type=int, default=16)
+    parser.add_argument("--no-headroom", action="store_true", help="skip c(n) and the retrieval ceiling")
+    parser.add_argument("--cost-sizes", default=",".join(map(str, DEFAULT_COST_SIZES)))
+    parser.add_argument("--json", dest="json_out", default=None, help="write the JSON result here")
+    parser.add_argument("--markdown", dest="markdown_out", default=None, help="write a markdown report")
+    parser.add_argument("--plot", dest="plot_out", default=None, help="write a PNG plot")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return parser
+
+
+def _default_prompt_budget(loaded, max_new_tokens: int) -> int:
+    return max(1, min(DEFAULT_MAX_PROMPT_TOKENS, loaded.max_positions - max_new_tokens))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark from parsed arguments; returns a process exit code (0 ok, 2 bad input)."""
+    from engine import ModelLoadError, load_model
+
+    try:
+        methods = parse_methods(args.methods)
+        if args.tasks < 1 or args.max_new_tokens < 1:
+            raise BenchError("--tasks and --max-new-tokens must be >= 1")
+        cost_sizes = tuple(int(x) for x in str(args.cost_sizes).split(",") if x.strip())
+    except (BenchError, ValueError) as err:
+        print(f"fastcoder bench: {err}", file=sys.stderr)
+        return 2
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    try:
+        loaded = load_model(args.model, device=args.device, dtype=args.dtype)
+        budget = args.max_prompt_tokens or _default_prompt_budget(loaded, args.max_new_tokens)
+        tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed, budget,
+                              args.min_body_lines)
+        common_ds = _load_common(loaded, args.common)
+    except (ModelLoadError, BenchError) as err:
+        print(f"fastcoder bench: {err}", file=sys.stderr)
+        return 2
+    cfg = BenchConfig(methods=methods, max_new_tokens=args.max_new_tokens, warmup_tokens=args.warmup_tokens,
+                      exclude=tuple(args.exclude), cost_sizes=cost_sizes, headroom=not args.no_headroom,
+                      progress=not args.no_progress)
+    result = benchmark(loaded, args.repo, tasks, common_ds, cfg)
+    result["config"] = {"model": loaded.name, "repo": str(args.repo), "common": args.common,
+                        "methods": list(methods), "tasks": args.tasks, "max_new_tokens": args.max_new_tokens,
+                        "max_prompt_tokens": budget, "seed": args.seed, "device": str(loaded.device),
+                        "dtype": str(loaded.dtype).replace("torch.", ""),
+                        "command": "fastcoder bench " + " ".join(sys.argv[1:])}
+    result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
+    write_outputs(result, args.json_out, args.markdown_out, args.plot_out)
+    return 0
+
+
+def _load_common(loaded, spec: str):
+    from engine.common_datastore import load_common_datastore
+
+    try:
+        return load_common_datastore(loaded.tokenizer, spec, build_if_missing=True)
+    except Exception as err:  # DatastoreError, OSError: a clear message, not a traceback
+        raise BenchError(f"cannot load common datastore {spec!r}: {err}") from err
+
+
+def _datastore_sizes(root, loaded, common_ds, exclude) -> dict:
+    out = {"common_tokens": _num_tokens(common_ds)}
+    try:
+        repo = build_repo_datastore(Path(root), loaded.tokenizer, None, exclude)
+        out.update(repo_tokens=int(repo.num_tokens), repo_files=int(repo.num_files))
+    except Exception as err:  # sizes are informative only
+        out["repo_error"] = str(err)
+    return out
+
+
+def _num_tokens(ds) -> int | None:
+    if ds is None:
+        return None
+    for attr in ("num_tokens", "size"):
+        value = getattr(ds, attr, None)
+        if isinstance(value, int):
+            return value
+    try:
+        return len(ds)
+    except TypeError:
+        return None
+
+
+def write_outputs(result: dict, json_out: str | None, markdown_out: str | None,
+                  plot_out: str | None) -> None:
+    """Write the JSON, markdown and PNG outputs that were asked for (folders are created); without
+    any, print the markdown table on stdout."""
+    for path in (json_out, markdown_out, plot_out):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if json_out:
+        Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
+    if markdown_out:
+        Path(markdown_out).write_text(render_markdown(result))
+    if plot_out:
+        from engine.bench_plot import plot_result
+        plot_result(result, plot_out)
+    if not (json_out or markdown_out or plot_out):
+        print(render_markdown(result))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m engine.bench`` entry point."""
+    parser = add_arguments(argparse.ArgumentParser(prog="fastcoder bench", description=__doc__.split("\n")[0]))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
