@@ -18,7 +18,7 @@ import {
 } from 'vscode-languageclient/node';
 import { describeCommand, isResolveError, resolveServerCommand } from './serverCommand';
 import { configurationPayload, documentSelector, RESTART_KEYS, serverEnvironment } from './settings';
-import { ClientState, formatStatus, ServerStatus, tooltipLines } from './status';
+import { ClientState, formatStatus, normalizeStatus, ServerStatus, tooltipLines } from './status';
 
 const SECTION = 'fastcoder';
 const STATUS_METHOD = 'fastcoder/status';
@@ -237,7 +237,7 @@ class FastcoderExtension implements vscode.Disposable {
     if (!client || !client.isRunning() || !this.statusSupported) return this.serverStatus;
     this.lastPoll = Date.now();
     try {
-      this.serverStatus = await client.sendRequest<ServerStatus>(STATUS_METHOD, {}, token);
+      this.serverStatus = normalizeStatus(await client.sendRequest<unknown>(STATUS_METHOD, {}, token));
     } catch (e) {
       if (e instanceof ResponseError && e.code === ErrorCodes.MethodNotFound) {
         this.statusSupported = false;

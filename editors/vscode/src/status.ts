@@ -19,6 +19,37 @@ export interface ServerStatus {
   message?: string | null;
 }
 
+function num(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+/**
+ * Turn a raw `fastcoder/status` result into a `ServerStatus`, accepting both the contract's camelCase
+ * keys (`lastLatencyMs`, `latencies`, `meanAcceptedLength`) and snake_case ones (`latencies_ms`,
+ * `mean_accepted_length`). Anything that is not an object gives `undefined`; wrong types are dropped.
+ */
+export function normalizeStatus(raw: unknown): ServerStatus | undefined {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const r = raw as Record<string, unknown>;
+  const latRaw = Array.isArray(r.latencies) ? r.latencies : Array.isArray(r.latencies_ms) ? r.latencies_ms : undefined;
+  const latencies = latRaw?.filter((x): x is number => num(x) !== undefined);
+  return {
+    state: str(r.state),
+    model: str(r.model) ?? null,
+    device: str(r.device) ?? null,
+    method: str(r.method) ?? null,
+    lastLatencyMs: num(r.lastLatencyMs) ?? num(r.last_latency_ms) ?? null,
+    latencies: latencies ?? null,
+    meanAcceptedLength: num(r.meanAcceptedLength) ?? num(r.mean_accepted_length) ?? null,
+    error: str(r.error) ?? null,
+    message: str(r.message) ?? null,
+  };
+}
+
 /** What the client knows besides the server's status. */
 export interface ClientState {
   /** `fastcoder.enable`: inline completions are shown. */

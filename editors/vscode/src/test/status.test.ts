@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { describe, it } from 'node:test';
-import { formatMs, formatStatus, median, tooltipLines, ClientState } from '../status';
+import { formatMs, formatStatus, median, normalizeStatus, tooltipLines, ClientState } from '../status';
 
 const on: ClientState = { enabled: true, generating: false };
 
@@ -55,5 +55,25 @@ describe('formatStatus', () => {
   it('falls back to latencies[] when lastLatencyMs is missing', () => {
     assert.equal(formatStatus({ state: 'ready', latencies: [5, 7] }, on).text, '$(check) fastcoder 7 ms');
     assert.ok(tooltipLines({ state: 'ready' }).includes('mean accepted length: -'));
+  });
+});
+
+describe('normalizeStatus', () => {
+  it('accepts the contract camelCase keys', () => {
+    const s = normalizeStatus({ state: 'ready', model: 'm', lastLatencyMs: 12, latencies: [10, 12], meanAcceptedLength: 2.5, error: null });
+    assert.deepEqual(s, { state: 'ready', model: 'm', device: null, method: null, lastLatencyMs: 12, latencies: [10, 12], meanAcceptedLength: 2.5, error: null, message: null });
+  });
+  it('accepts snake_case keys and drops wrong types', () => {
+    const s = normalizeStatus({ state: 'ready', latencies_ms: [7, 'x', 9], mean_accepted_length: 3, device: 5 });
+    assert.ok(s);
+    assert.deepEqual(s.latencies, [7, 9]);
+    assert.equal(s.meanAcceptedLength, 3);
+    assert.equal(s.device, null);
+    assert.equal(formatStatus(s, on).text, '$(check) fastcoder 9 ms');
+  });
+  it('rejects non-objects', () => {
+    assert.equal(normalizeStatus(null), undefined);
+    assert.equal(normalizeStatus([1]), undefined);
+    assert.equal(normalizeStatus('ready'), undefined);
   });
 });
