@@ -154,6 +154,25 @@ def _pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
+def _hub_reachable(timeout_s: float = 2.0) -> bool:
+    """Whether the Hugging Face hub host resolves (DNS only) and offline mode is not forced."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    import socket
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    previous = socket.getdefaulttimeout()
+    try:
+        socket.setdefaulttimeout(timeout_s)
+        socket.getaddrinfo(host, 443)
+        return True
+    except OSError:
+        return False
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
 def load_model(name_or_path: str | None = None, device: str | torch.device = "auto",
                dtype: str | torch.dtype = "auto") -> LoadedModel:
     """Load a causal LM and its tokenizer with the transformers Auto classes.
@@ -181,10 +200,17 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
         raise ModelLoadError(f"model folder {name!r} does not exist; pass --model or set {MODEL_ENV} "
                              "to a local model folder or a hub id")
     source = str(path) if path.exists() else name
+    # A hub id: use the local HF cache when it has the files; go online only when the hub resolves,
+    # so an offline machine fails at once instead of after a minute of retries.
+    local_only = not path.exists() and not _hub_reachable()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, local_files_only=local_only)
     except (OSError, ValueError, ImportError) as err:
+        if local_only:
+            raise ModelLoadError(
+                f"model {name!r} is not in the local Hugging Face cache and the hub cannot be reached "
+                f"(offline?); pass --model /path/to/model-folder or set {MODEL_ENV}") from err
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelLoadError(
             f"could not load model {name!r} ({first}); if this machine is offline, download it "

@@ -1,0 +1,212 @@
+"""The ``fastcoder`` command: generate, index build, bench, demo.
+
+Errors a person can fix (a model that does not load, a bad datastore, a missing file) print one
+line on stderr and exit with status 2; no traceback wall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+from . import METHODS
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None,
+                   help="model folder or hub id (default: $FASTCODER_MODEL, else the built-in default)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps (default: auto)")
+    p.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (default: auto)")
+
+
+def _add_generate(sub) -> None:
+    p = sub.add_parser("generate", help="generate a continuation with a decoding method",
+                       description="Generate a continuation of a prompt file, or of a file at a line/column.")
+    _add_model_args(p)
+    p.add_argument("--method", default="fastcoder", choices=METHODS)
+    p.add_argument("--repo", type=Path, help="repository folder for the repository datastore D_r")
+    p.add_argument("--common", default="stdlib",
+                   help="common datastore D_c: a datastore folder, 'stdlib' (built and cached on first use) "
+                        "or 'none' (default: stdlib)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt-file", type=Path, help="file whose whole text is the prompt")
+    src.add_argument("--file", type=Path, help="file to continue at --line/--column")
+    p.add_argument("--line", type=int, help="1-based line of the cursor (with --file)")
+    p.add_argument("--column", type=int,
+                   help="1-based column of the cursor (default: the end of the line)")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object (text, token_ids, stats)")
+    p.set_defaults(func=cmd_generate)
+
+
+def _add_index(sub) -> None:
+    p = sub.add_parser("index", help="build datastores")
+    isub = p.add_subparsers(dest="index_command", required=True)
+    b = isub.add_parser("build", help="build the common datastore D_c",
+                        description="Tokenize a corpus with the model's tokenizer and build its suffix-array "
+                                    "datastore. With no --corpus: the running Python's standard library.")
+    _add_model_args(b)
+    b.add_argument("--corpus", type=Path, default=None, help="folder of source files (default: the stdlib)")
+    b.add_argument("--out", type=Path, default=None, help="output folder (default: the user cache)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_index_build)
+
+
+def _add_bench(sub) -> None:
+    try:
+        bench = importlib.import_module("engine.bench")
+    except ImportError as err:  # the harness is optional at import time
+        logging.getLogger(__name__).debug("bench unavailable: %s", err)
+        return
+    p = sub.add_parser("bench", help="benchmark decoding methods on a repository",
+                       description="Every method side by side on functions of a real repository.")
+    bench.add_arguments(p)
+    p.set_defaults(func=lambda args: bench.run(args))
+
+
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="headless demo: drive the language server like an editor would",
+                       add_help=False)
+    p.set_defaults(func=None, demo=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fastcoder",
+                                     description="Lossless retrieval-based speculative decoding for code LLMs.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    _add_index(sub)
+    _add_bench(sub)
+    _add_demo(sub)
+    return parser
+
+
+def _load(args):
+    from .model import ModelLoadError, load_model
+
+    try:
+        return load_model(args.model, device=args.device, dtype=args.dtype)
+    except ModelLoadError as err:
+        raise CLIError(str(err)) from None
+
+
+def _load_common(tokenizer, spec: str):
+    from .common_datastore import load_common_datastore
+    from .datastore import DatastoreError
+
+    try:
+        return load_common_datastore(tokenizer, spec, build_if_missing=True, progress=True)
+    except DatastoreError as err:
+        raise CLIError(f"common datastore {spec!r}: {err}") from None
+
+
+def read_prompt(args) -> str:
+    """The prompt text: the whole --prompt-file, or --file up to the cursor at --line/--column."""
+    path = args.prompt_file or args.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CLIError(f"cannot read {path}: {err}") from None
+    if args.prompt_file:
+        return text
+    if args.line is None:
+        raise CLIError("--file needs --line (1-based)")
+    lines = text.splitlines(keepends=True)
+    if not 1 <= args.line <= max(len(lines), 1):
+        raise CLIError(f"--line {args.line} is outside {path} ({len(lines)} lines)")
+    line = lines[args.line - 1] if lines else ""
+    body = line.rstrip("\r\n")
+    col = len(body) + 1 if args.column is None else args.column
+    if not 1 <= col <= len(body) + 1:
+        raise CLIError(f"--column {col} is outside line {args.line} ({len(body)} characters)")
+    return "".join(lines[: args.line - 1]) + body[: col - 1]
+
+
+def cmd_generate(args) -> int:
+    from . import SpeculativeDecoder
+
+    prompt = read_prompt(args)
+    loaded = _load(args)
+    common = _load_common(loaded.tokenizer, args.common) if args.method in ("rest", "fastcoder") else None
+    repo = None
+    if args.repo is not None and args.method == "fastcoder":
+        from .repo_datastore import RepoDatastore
+
+        if not args.repo.is_dir():
+            raise CLIError(f"--repo {args.repo} is not a folder")
+        repo = RepoDatastore.build(args.repo, loaded.tokenizer)
+    decoder = SpeculativeDecoder(loaded, method=args.method, repo_datastore=repo, common_datastore=common)
+    try:
+        result = decoder.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                  top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    if args.json:
+        json.dump({"text": result.text, "token_ids": result.token_ids, "finish_reason": result.finish_reason,
+                   "stats": result.stats}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(result.text + "\n")
+        s = result.stats
+        print(f"[{args.method}] {s['new_tokens']} tokens, {s['forward_passes']} forward passes, "
+              f"mean accepted length {s['mean_accepted_length']:.2f}, prefill {s['prefill_ms']:.0f} ms, "
+              f"decode {s['decode_ms']:.0f} ms, retrieval {s['retrieval_ms']:.1f} ms", file=sys.stderr)
+    return 0
+
+
+def cmd_index_build(args) -> int:
+    import time
+
+    from .common_datastore import build_common_datastore
+    from .datastore import DatastoreError
+
+    if args.corpus is not None and not args.corpus.is_dir():
+        raise CLIError(f"--corpus {args.corpus} is not a folder")
+    loaded = _load(args)
+    t0 = time.perf_counter()
+    try:
+        out = build_common_datastore(loaded.tokenizer, corpus=args.corpus, out=args.out, progress=True)
+    except DatastoreError as err:
+        raise CLIError(str(err)) from None
+    seconds = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"path": str(out), "seconds": round(seconds, 2)}))
+    else:
+        print(out)
+        print(f"built in {seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "demo":  # the demo parses its own arguments
+        demo = importlib.import_module("lsp_server.demo")
+        return int(demo.main(argv[1:]) or 0)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.func(args) or 0)
+    except CLIError as err:
+        print(f"fastcoder: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

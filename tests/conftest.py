@@ -1,0 +1,78 @@
+"""Shared fixtures: the offline dev model, tiny random models, and prompts from real third-party code."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+TINY_CODER = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tiny-py-coder"
+
+
+def third_party_sources(limit: int = 6) -> list[Path]:
+    """Source files of installed third-party packages (never the standard library: the dev model's
+    training set), deterministic order."""
+    files: list[Path] = []
+    for pkg in ("jinja2", "pluggy", "pygls", "attr", "click", "pathspec"):
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(list(spec.submodule_search_locations)[0])
+        big = sorted((p for p in root.glob("*.py") if p.stat().st_size > 4000), key=lambda p: p.name)
+        files.extend(big[:2])
+    return files[:limit]
+
+
+@pytest.fixture(scope="session")
+def tiny_coder():
+    """tiny-py-coder (7M-parameter Llama trained on the stdlib), fp32 on CPU."""
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    from engine import load_model
+
+    return load_model(str(TINY_CODER), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def real_code_prompts(tiny_coder):
+    """(file name, prompt token ids) at several positions of several real third-party files."""
+    prompts = []
+    for path in third_party_sources(4):
+        text = path.read_text(encoding="utf-8")
+        for frac in (0.3, 0.7):
+            cut = text.rfind("\n", 0, int(len(text) * frac)) + 1
+            ids = tiny_coder.tokenizer(text[:cut], add_special_tokens=False)["input_ids"][-700:]
+            prompts.append((f"{path.parent.name}/{path.name}@{cut}", ids))
+    assert len(prompts) >= 6, "need real code from installed packages"
+    return prompts
+
+
+def random_model(family: str, vocab_size: int = 512, seed: int = 0):
+    """A tiny randomly initialised causal LM of ``family`` (llama | qwen2 | gpt2), fp32, eval mode."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    if family == "llama":
+        cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+        model = LlamaForCausalLM(cfg)
+    elif family == "qwen2":
+        cfg = Qwen2Config(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+        model = Qwen2ForCausalLM(cfg)
+    elif family == "gpt2":
+        cfg = GPT2Config(vocab_size=vocab_size, n_embd=64, n_layer=2, n_head=4, n_positions=512)
+        model = GPT2LMHeadModel(cfg)
+    else:
+        raise ValueError(family)
+    return model.eval()
+
+
+def loaded_random(family: str, vocab_size: int = 512, seed: int = 0):
+    from engine.model import LoadedModel
+
+    model = random_model(family, vocab_size, seed)
+    return LoadedModel(model=model, tokenizer=None, device=torch.device("cpu"), dtype=torch.float32,
+                       name=f"random-{family}")

@@ -1,0 +1,150 @@
+"""Draft tree construction (REST Alg. 2, FastCoder eq. 3) and the drafters' rules."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, build_draft_tree
+from engine.drafters import ContextIndex, CopySpecDrafter, FastCoderCache, FastCoderDrafter, FastCoderOptions
+
+
+def brute_weights(rows, weights):
+    """Every prefix of every continuation with its summed weight."""
+    out = {}
+    for row, w in zip(rows, weights):
+        seq = [t for t in row if t >= 0]
+        for d in range(1, len(seq) + 1):
+            out[tuple(seq[:d])] = out.get(tuple(seq[:d]), 0.0) + w
+    return out
+
+
+conts = st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=6), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(conts, conts, st.integers(1, 30))
+def test_tree_is_prefix_closed_top_weight_and_within_budget(a, b, budget):
+    def pack(lists):
+        rows = np.full((len(lists), 6), -1)
+        for i, l in enumerate(lists):
+            rows[i, :len(l)] = l
+        return rows
+    ra, rb = pack(a), pack(b)
+    tree = build_draft_tree([Candidates(ra, np.ones(len(a)), 2.0, SOURCE_REPO),
+                             Candidates(rb, np.ones(len(b)), 1.0, SOURCE_COMMON)], budget)
+    expected = brute_weights(list(ra) + list(rb), [2.0] * len(a) + [1.0] * len(b))
+    assert len(tree) == min(budget, len(expected))
+    paths = {}
+    for i in range(len(tree)):
+        p = int(tree.parents[i])
+        assert p < i  # breadth-first: parents precede children (prefix-closed)
+        paths[i] = (paths[p] if p >= 0 else ()) + (int(tree.tokens[i]),)
+        assert tree.depths[i] == len(paths[i])
+        assert np.isclose(tree.weights[i], expected[paths[i]])
+    kept = set(paths.values())
+    assert len(kept) == len(tree)
+    if kept:  # nothing left out weighs more than the lightest kept node
+        lightest = min(expected[p] for p in kept)
+        assert all(w <= lightest + 1e-9 for p, w in expected.items() if p not in kept)
+
+
+def test_sources_are_tagged_per_node():
+    tree = build_draft_tree([Candidates(np.array([[1, 2, 3]]), np.ones(1), 1.0, SOURCE_REPO),
+                             Candidates(np.array([[1, 2, 9]]), np.ones(1), 1.0, SOURCE_COMMON)], 64)
+    bits = {tuple(tree.tokens[[i]].tolist()): int(tree.sources[i]) for i in range(len(tree)) if tree.depths[i] == 1}
+    assert bits[(1,)] == SOURCE_REPO | SOURCE_COMMON
+    assert tree.longest_match([1, 2, 9, 4]) == 3 and tree.longest_match([7]) == 0
+
+
+def test_copyspec_copies_after_first_occurrence_of_last_gamma_tokens():
+    d = CopySpecDrafter(gamma=3, copy_len=4)
+    ctx = np.array([1, 2, 3, 10, 11, 12, 13, 14, 7, 1, 2, 3, 20, 21, 9, 1, 2, 3])
+    d.reset(ctx[:5])
+    tree = d.propose(ctx)
+    assert tree.tokens.tolist() == [10, 11, 12, 13]
+    assert d.propose(np.array([5, 6, 7, 8])).tokens.size == 0
+
+
+def test_context_index_is_incremental():
+    idx = ContextIndex(gamma=2)
+    idx.reset(np.array([1, 2, 3]))
+    idx.extend_to(np.array([1, 2, 3, 1, 2]))
+    assert idx.continuations(2, first_only=False) == [[3, 1]]
+
+
+class FakeStore:
+    """Counts searches; returns a fixed continuation for contexts ending in 5."""
+
+    version = 0
+
+    def __init__(self):
+        self.calls = 0
+
+    def search(self, context, n_max=16, n_min=2, draft_len=16, max_matches=128):
+        from types import SimpleNamespace
+
+        self.calls += 1
+        if context[-1] == 5:
+            return SimpleNamespace(match_length=2, continuations=np.array([[6, 7]]), counts=np.array([3]))
+        return SimpleNamespace(match_length=0, continuations=np.zeros((0, 2)), counts=np.zeros(0))
+
+
+def test_missing_table_skips_repeated_misses_and_resets_when_repo_changes():
+    repo = FakeStore()
+    d = FastCoderDrafter(repo, None, None, options=FastCoderOptions(use_context_copy=False))
+    d.reset(np.array([1]))
+    assert len(d.propose(np.array([3, 4]))) == 0 and repo.calls == 1
+    assert len(d.propose(np.array([3, 4]))) == 0 and repo.calls == 1  # in the missing table
+    assert d.propose(np.array([4, 5])).tokens.tolist() == [6, 7]
+    repo.version += 1
+    d.propose(np.array([3, 4]))
+    assert repo.calls == 3
+
+
+def test_skip_token_retrieves_with_probability_p():
+    class AtLineStart:
+        def at_line_start(self, ctx):
+            return True
+    repo = FakeStore()
+    d = FastCoderDrafter(repo, None, AtLineStart(), options=FastCoderOptions(use_context_copy=False, seed=7))
+    d.reset(np.array([1]))
+    for _ in range(2000):
+        d.propose(np.array([4, 5]))
+    assert 0.45 < repo.calls / 2000 < 0.55
+    off = FastCoderDrafter(repo := FakeStore(), None, AtLineStart(),
+                           options=FastCoderOptions(use_context_copy=False, use_strategy=False))
+    for _ in range(100):
+        off.propose(np.array([4, 5]))
+    assert repo.calls == 100
+
+
+def test_cache_is_searched_first_only_once_it_holds_l_sequences():
+    repo = FakeStore()
+    cache = FastCoderCache()
+    d = FastCoderDrafter(repo, None, None, cache=cache,
+                         options=FastCoderOptions(use_context_copy=False, use_strategy=False, cache_min_sequences=3))
+    d.reset(np.array([1]))
+    cache.add([8, 9, 5, 6, 7, 42])
+    cache.add([1, 1, 1])
+    d.propose(np.array([9, 5]))
+    assert repo.calls == 1 and cache.lookups == 0
+    cache.add([2, 2, 2])
+    tree = d.propose(np.array([8, 9, 5]))
+    assert repo.calls == 1 and cache.hits == 1
+    assert tree.tokens[:4].tolist() == [6, 7, 42] or tree.longest_match([6, 7, 42]) == 3
+
+
+def test_cache_records_model_output_every_chunk():
+    cache = FastCoderCache()
+    d = FastCoderDrafter(None, None, None, cache=cache, options=FastCoderOptions(output_chunk=20))
+    prompt = np.arange(30)
+    d.reset(prompt)
+    ctx = prompt
+    from engine.draft_tree import DraftTree
+    for step in range(10):
+        new = [100 + 3 * step, 101 + 3 * step, 102 + 3 * step]
+        d.observe(ctx, DraftTree.empty(), [], new)
+        ctx = np.concatenate([ctx, new])
+    assert cache.num_sequences == 1  # 30 generated tokens -> one chunk of >= 20
