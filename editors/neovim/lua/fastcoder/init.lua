@@ -12,6 +12,7 @@
 --- Neovim's client does not cancel an in-flight inline completion when a newer one is sent; the
 --- server cancels the previous request for the same document itself (cancel-previous).
 local M = {}
+local uv = vim.uv or vim.loop
 
 M.name = "fastcoder"
 
@@ -241,9 +242,9 @@ function M.complete(opts)
   end
   local tick = vim.api.nvim_buf_get_changedtick(bufnr)
   local cursor = vim.api.nvim_win_get_cursor(0)
-  local started = vim.loop.hrtime()
+  local started = uv.hrtime()
   client_request(client, "textDocument/inlineCompletion", position_params(bufnr, client), function(err, result)
-    local ms = (vim.loop.hrtime() - started) / 1e6
+    local ms = (uv.hrtime() - started) / 1e6
     if err then
       if err.code ~= -32800 then
         notify("completion failed: " .. (err.message or vim.inspect(err)), vim.log.levels.WARN)
