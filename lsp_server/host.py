@@ -24,11 +24,10 @@ from typing import Any, Callable
 
 from .postprocess import CursorContext, generation_stop, postprocess
 from .prompt import build_fim_prompt, model_max_tokens, prompt_budget
-from .settings import REINDEX_KEYS, RELOAD_KEYS, Settings
+from .settings import DECODER_KEYS, REINDEX_KEYS, RELOAD_KEYS, Settings
 
 log = logging.getLogger("fastcoder.lsp")
 
-MAX_FILE_BYTES = 1_000_000  # files larger than this are not indexed (bytes)
 MAX_DOCUMENT_CHARS = 5_000_000  # documents larger than this get no completion (characters)
 
 
@@ -82,24 +81,6 @@ class FolderIndex:
         }
 
 
-def read_source_file(path: str) -> str | None:
-    """The text of a source file for indexing, or None when it is missing, not a regular file, larger than
-    MAX_FILE_BYTES, binary (contains NUL) or not UTF-8."""
-    try:
-        p = Path(path)
-        if not p.is_file() or p.stat().st_size > MAX_FILE_BYTES:
-            return None
-        data = p.read_bytes()
-    except OSError:
-        return None
-    if b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 class EngineHost:
     """Owns the model, D_c, one D_r per workspace folder, the decoders and the per-document caches.
 
@@ -134,6 +115,7 @@ class EngineHost:
         self.load_ms: float | None = None
         self.ready_at: float | None = None
         self.last_reindex_ms: float | None = None
+        self.last: dict | None = None  # stats of the latest completed (not cancelled) completion
 
     # ------------------------------------------------------------------ loading
     def start(self, folders: list[str]) -> Future:
@@ -226,7 +208,12 @@ class EngineHost:
         try:
             from engine.repo_datastore import RepoDatastore  # noqa: PLC0415
 
-            ds = RepoDatastore.build(root, self.loaded.tokenizer, exclude=list(self.settings.exclude))
+            def report(done: int, total: int) -> None:
+                self.progress("index", f"indexing {Path(root).name}: {done}/{total} files",
+                              60 + (35 * done) // max(total, 1), False)
+
+            ds = RepoDatastore.build(root, self.loaded.tokenizer, exclude=list(self.settings.exclude),
+                                     progress=report)
         except Exception as exc:
             log.exception("indexing %s failed", root)
             index.state, index.error = "error", f"indexing {root} failed: {exc}"
@@ -303,13 +290,13 @@ class EngineHost:
         return done
 
     def _apply_file_event(self, index: FolderIndex, path: str, kind: str, text: str | None) -> int:
+        """One D_r change: ``text`` is an open buffer's content, None reads the file from disk (the
+        datastore filters out ignored, binary, huge and non-UTF-8 files and removes vanished ones)."""
         ds = index.datastore
         if ds is None:
             return 0
         try:
-            if text is None and kind != "deleted":
-                text = read_source_file(path)
-            if kind == "deleted" or text is None:
+            if kind == "deleted":
                 ds.remove(path)
             else:
                 ds.update(path, text)
@@ -320,8 +307,9 @@ class EngineHost:
 
     # ------------------------------------------------------------------ settings
     def apply_settings(self, new: Settings) -> str:
-        """Switch to ``new`` settings. Returns what happens: ``"reload"`` (model / device / D_c / method
-        changed: reload in the background), ``"reindex"`` (D_r rebuilt), or ``"none"`` (applies at once)."""
+        """Switch to ``new`` settings. Returns what happens: ``"reload"`` (model / device / D_c changed:
+        reload in the background), ``"reindex"`` (repoIndex / exclude changed: D_r rebuilt in the
+        background), or ``"none"`` (applies from the next request; a method change replaces the decoders)."""
         changed = new.changed_keys(self.settings)
         self.settings = new
         if changed & set(RELOAD_KEYS):
@@ -332,9 +320,16 @@ class EngineHost:
             gen = self._generation
             self.loader_pool.submit(self._index_all, gen)
             return "reindex"
+        if changed & set(DECODER_KEYS):
+            self.model_pool.submit(self._reset_decoders)
         if "max_cached_documents" in changed:
             self.model_pool.submit(self._trim_caches)
         return "none"
+
+    def _reset_decoders(self) -> None:
+        with self._lock:
+            self._decoders.clear()
+        self._caches.clear()
 
     # ------------------------------------------------------------------ completions
     def _decoder_for(self, folder: str | None) -> Any:
@@ -393,7 +388,8 @@ class EngineHost:
                                cache=cache, cancel=req.cancel)
         if res.finish_reason == "cancelled":
             return self._outcome(req, None, "cancelled", dict(res.stats))
-        text = postprocess(res.text, ctx, s.stop_at)
+        raw = clip_text(res, s.max_new_tokens, generation_stop(s.stop_at, ctx), tok)
+        text = postprocess(raw, ctx, s.stop_at)
         return self._outcome(req, text, res.finish_reason, dict(res.stats), record=True)
 
     def _outcome(self, req: CompletionRequest, text: str | None, reason: str, stats: dict,
@@ -403,6 +399,10 @@ class EngineHost:
         if reason == "cancelled":
             self.counters["cancelled"] += 1
         if record:
+            self.last = {"uri": req.uri, "latency_ms": latency, "finish_reason": reason,
+                         **{k: stats.get(k) for k in ("new_tokens", "forward_passes", "mean_accepted_length",
+                                                      "prefill_ms", "decode_ms", "retrieval_ms", "hits",
+                                                      "prompt_tokens")}}
             self.latencies_ms.append(latency)
             mal = stats.get("mean_accepted_length")
             if isinstance(mal, (int, float)):
@@ -411,23 +411,23 @@ class EngineHost:
                 self.hits[source] += int(n)
         return CompletionOutcome(text, reason, latency, stats)
 
-    def repo_contains(self, text: str) -> dict[str, bool]:
-        """Debug helper (model worker): per folder, whether D_r holds the tokens of ``text`` (its first and
+    def repo_contains(self, text: str) -> list[dict]:
+        """Debug helper (model worker): ``[{"root": folder, "found": bool}]``, whether each folder's D_r holds the tokens of ``text`` (its first and
         last token are dropped, as tokenisation at the edges depends on the surrounding text)."""
         if self.loaded is None:
-            return {}
+            return []
         import numpy as np  # noqa: PLC0415
 
         ids = list(self.loaded.tokenizer.encode(text, add_special_tokens=False))
         core = np.asarray(ids[1:-1] if len(ids) > 3 else ids, dtype=np.int64)
-        out = {}
+        out = []
         for root, index in list(self.folders.items()):
             ds = index.datastore
-            if ds is None or not len(core):
-                out[root] = False
-                continue
-            r = ds.search(core, n_max=len(core), n_min=len(core), draft_len=1, max_matches=1)
-            out[root] = int(r.match_length) >= len(core)
+            found = False
+            if ds is not None and len(core):
+                r = ds.search(core, n_max=len(core), n_min=len(core), draft_len=1, max_matches=1)
+                found = int(r.match_length) >= len(core)
+            out.append({"root": root, "found": found})
         return out
 
     # ------------------------------------------------------------------ observability
@@ -446,7 +446,8 @@ class EngineHost:
             "load_ms": self.load_ms,
             "common": {"name": self.settings.common_datastore,
                        "tokens": int(getattr(self.common, "num_tokens", 0) or 0) if self.common is not None else 0},
-            "repo": {root: idx.summary() for root, idx in list(self.folders.items())},
+            # a list, not a dict keyed by path: JSON keys that are not identifiers get renamed by pygls clients
+            "repo": [{"root": root, **idx.summary()} for root, idx in list(self.folders.items())],
             "latencies_ms": lat[-20:],
             "p50_ms": _percentile(lat, 50),
             "p95_ms": _percentile(lat, 95),
@@ -458,6 +459,7 @@ class EngineHost:
             "cache_bytes": sum(int(getattr(c, "nbytes", 0) or 0) for c in list(self._caches.values())),
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
+            "last": self.last,
         }
 
     def shutdown(self) -> None:
@@ -466,6 +468,18 @@ class EngineHost:
             self._generation += 1
         self.model_pool.shutdown(wait=False, cancel_futures=True)
         self.loader_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def clip_text(res: Any, max_new_tokens: int, stop: list[str] | None, tokenizer: Any) -> str:
+    """``res.text``, or, when the decoder committed more than ``max_new_tokens`` tokens (speculative steps
+    can overshoot by the last accepted block), the text of the first ``max_new_tokens`` only, cut before
+    the first stop string: the same text plain greedy decoding with that budget gives."""
+    ids = list(getattr(res, "token_ids", []) or [])
+    if len(ids) <= max_new_tokens or tokenizer is None:
+        return res.text
+    text = tokenizer.decode(ids[:max_new_tokens], skip_special_tokens=True)
+    cut = min((text.find(x) for x in (stop or []) if x and x in text), default=-1)
+    return text[:cut] if cut >= 0 else text
 
 
 class _LoadFailed(Exception):

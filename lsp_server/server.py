@@ -266,9 +266,10 @@ def create_server() -> FastcoderServer:
     @server.feature(REPO_CONTAINS_METHOD)
     async def repo_contains(ls: FastcoderServer, params: Any) -> dict:
         text = getattr(params, "text", None)
-        if not isinstance(text, str) or not text:
-            return {}
-        return await asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.repo_contains, text)
+        if not isinstance(text, str) or not text or ls.host.state != "ready":
+            return {"folders": []}
+        found = await asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.repo_contains, text)
+        return {"folders": found}
 
     @server.feature(types.SHUTDOWN)
     def on_shutdown(ls: FastcoderServer, params: Any) -> None:

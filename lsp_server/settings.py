@@ -20,8 +20,10 @@ SECTION = "fastcoder"
 METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder")
 STOP_AT = ("line", "block")
 DEVICE_PREFIXES = ("auto", "cpu", "cuda", "mps", "xpu")
-# Settings whose change needs the model / decoder / D_c to be rebuilt in the background.
-RELOAD_KEYS = ("model", "device", "common_datastore", "method")
+# Settings whose change needs the model and D_c to be reloaded in the background.
+RELOAD_KEYS = ("model", "device", "common_datastore")
+# Settings whose change only needs new decoders (cheap, done at once).
+DECODER_KEYS = ("method",)
 # Settings whose change needs the repository datastores D_r to be rebuilt.
 REINDEX_KEYS = ("repo_index", "exclude")
 
