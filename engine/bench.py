@@ -423,25 +423,28 @@ def rotate(methods: Sequence[str], k: int) -> list[str]:
 
 
 def build_repo_datastore(root: Path, tokenizer, task: Task | None, exclude: Sequence[str]):
-    """D_r for one task: the repository with ``task``'s body span removed (no leakage).
-
-    Uses ``RepoDatastore.build(..., exclude_span=(path, start_char, end_char))``; if the datastore
-    does not take ``exclude_span``, builds it and then replaces the file's text with the body cut out
-    (``update``).
-    """
+    """D_r for one task: the repository with ``task``'s body span cut out of its file (the file is
+    indexed as two documents, before and after the span), so retrieval cannot copy the target
+    (``RepoDatastore.build(..., exclude_span=(path, start_char, end_char))``). ``task=None``: the
+    whole repository."""
     from engine.repo_datastore import RepoDatastore
 
-    if task is None:
-        return RepoDatastore.build(root, tokenizer, exclude=list(exclude))
-    abs_path = root / task.path
-    span = (str(abs_path), task.body_start, task.body_end)
-    try:
-        return RepoDatastore.build(root, tokenizer, exclude=list(exclude), exclude_span=span)
-    except TypeError:
-        repo = RepoDatastore.build(root, tokenizer, exclude=list(exclude))
-        text = _read_text(abs_path) or ""
-        repo.update(str(abs_path), text[:task.body_start] + text[task.body_end:])
-        return repo
+    span = None if task is None else (task.path, task.body_start, task.body_end)
+    return RepoDatastore.build(root, tokenizer, exclude=list(exclude), exclude_span=span)
+
+
+def memoized(repo_factory: Callable) -> Callable:
+    """``repo_factory`` that builds each task's D_r once (the timed runs and the ceiling replay
+    share it)."""
+    built: dict = {}
+
+    def factory(root, tokenizer, task, exclude):
+        key = None if task is None else task.task_id
+        if key not in built:
+            built[key] = repo_factory(root, tokenizer, task, exclude)
+        return built[key]
+
+    return factory
 
 
 def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchConfig,
@@ -755,6 +758,7 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
               repo_factory: Callable = build_repo_datastore) -> dict:
     """Run the whole benchmark and return the JSON-ready result (schema ``fastcoder-bench/1``)."""
     root = Path(root)
+    repo_factory = memoized(repo_factory)
     records = run_tasks(loaded, tasks, root, common_ds, cfg, repo_factory)
     methods = summarize(records)
     result = {"schema": SCHEMA, "environment": environment(),
@@ -915,6 +919,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_common(loaded, spec: str):
+    if str(spec).lower() == "none":
+        return None
     from engine.common_datastore import load_common_datastore
 
     try:

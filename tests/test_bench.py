@@ -1,0 +1,224 @@
+"""Tests of the benchmark harness (engine/bench.py): task extraction, metrics, the JSON contract,
+and that the lossless check really compares outputs (a broken decoder must make it fail)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import bench
+
+SOURCE = '''\
+import os
+
+
+def short(a):
+    return a
+
+
+def one_liner(x): return x + 1
+
+
+def documented(path, mode="r"):
+    """Open a file.
+
+    Long docstring.
+    """
+    full = os.path.join("base", path)
+    with open(full, mode) as fh:
+        data = fh.read()
+    return data
+
+
+class Box:
+    def method(self, items):
+        total = 0
+        for item in items:
+            total += item
+        return total
+
+    async def fetch(self,
+                    url):
+        async with url as u:
+            x = await u.read()
+        return x
+'''
+
+
+def test_find_functions_spans_body_after_docstring():
+    spans = {s.qualname: s for s in bench.find_functions(SOURCE, min_body_lines=3)}
+    assert set(spans) == {"documented", "Box.method", "Box.fetch"}
+    doc = spans["documented"]
+    assert SOURCE[:doc.body_start].endswith('    Long docstring.\n    """\n')
+    assert SOURCE[doc.body_start:doc.body_end] == (
+        '    full = os.path.join("base", path)\n    with open(full, mode) as fh:\n'
+        '        data = fh.read()\n    return data\n')
+    assert doc.body_lines == 4
+    fetch = spans["Box.fetch"]
+    assert SOURCE[:fetch.body_start].endswith("url):\n")
+    assert SOURCE[fetch.body_end - len("return x\n"):fetch.body_end] == "return x\n"
+    assert fetch.body_end == len(SOURCE)
+
+
+def test_find_functions_bad_source_is_empty():
+    assert bench.find_functions("def broken(:\n  pass\n") == []
+    assert bench.find_functions("") == []
+
+
+def _real_repo(tmp_path: Path) -> Path:
+    """A small repository of real third-party code (pluggy, installed with pytest)."""
+    spec = importlib.util.find_spec("pluggy")
+    src = Path(list(spec.submodule_search_locations)[0])
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    for name in ("_result.py", "_tracing.py", "_hooks.py"):
+        shutil.copy(src / name, repo / "pkg" / name)
+    return repo
+
+
+def test_extract_tasks_seeded_and_truncated(tmp_path, tiny_coder):
+    repo = _real_repo(tmp_path)
+    a = bench.extract_tasks(repo, tiny_coder.tokenizer, 3, seed=1, max_prompt_tokens=100)
+    b = bench.extract_tasks(repo, tiny_coder.tokenizer, 3, seed=1, max_prompt_tokens=100)
+    assert [t.task_id for t in a] == [t.task_id for t in b] and len(a) == 3
+    assert len({t.task_id for t in a}) == 3
+    for task in a:
+        assert 0 < len(task.prompt_ids) <= 100
+        text = (repo / task.path).read_text()
+        full = tiny_coder.tokenizer(text[:task.body_start], add_special_tokens=False)["input_ids"]
+        assert task.prompt_ids == full[-100:]
+        assert task.truncated == (len(full) > 100)
+        assert len(text[task.body_start:task.body_end].splitlines()) >= 3
+    many = bench.extract_tasks(repo, tiny_coder.tokenizer, 10_000, seed=0)
+    assert len(many) == len({t.task_id for t in many}) > 3
+
+
+def test_extract_tasks_bad_input(tmp_path, tiny_coder):
+    with pytest.raises(bench.BenchError, match="not a folder"):
+        bench.extract_tasks(tmp_path / "missing", tiny_coder.tokenizer, 2)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(bench.BenchError, match="no function"):
+        bench.extract_tasks(tmp_path, tiny_coder.tokenizer, 2)
+
+
+def test_parse_methods():
+    assert bench.parse_methods("fastcoder,rest") == ("ar", "fastcoder", "rest")
+    assert bench.parse_methods("rest,ar,rest") == ("ar", "rest")
+    with pytest.raises(bench.BenchError, match="unknown method"):
+        bench.parse_methods("ar,medusa")
+
+
+def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=None):
+    return {"task_id": "t", "file": "f", "function": "g", "prompt_tokens": 10, "new_tokens": new_tokens,
+            "prefill_ms": 5.0, "decode_ms": decode_ms, "wall_ms": decode_ms + 5, "retrieval_ms": retrieval_ms,
+            "forward_passes": passes, "accepted_lengths": [1] * passes, "draft_sizes": [2] * passes,
+            "hits": hits or {}, "finish_reason": "length", "peak_rss_mb": 100.0, "cache_bytes": None,
+            "lossless": lossless, "first_divergence": None if lossless else 3, "token_ids": [1]}
+
+
+def test_summarize_ratios_of_totals():
+    records = {"ar": [_rec(11, 100.0, 10), _rec(21, 200.0, 20)],
+               "fastcoder": [_rec(11, 50.0, 5, retrieval_ms=5.0, hits={"repo": 3}),
+                             _rec(21, 50.0, 5, lossless=False, retrieval_ms=5.0, hits={"cache": 2})]}
+    out = bench.summarize(records)
+    ar, fc = out["ar"], out["fastcoder"]
+    assert ar["ms_per_token"] == pytest.approx(300 / 32) and ar["speedup"] == pytest.approx(1.0)
+    assert fc["ms_per_token"] == pytest.approx(100 / 32)
+    assert fc["speedup"] == pytest.approx(3.0)
+    assert fc["mean_accepted_length"] == pytest.approx(30 / 10)
+    assert ar["mean_accepted_length"] == pytest.approx(1.0)
+    assert fc["retrieval_ms_per_step"] == pytest.approx(1.0)
+    assert fc["retrieval_share"] == pytest.approx(0.1)
+    assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0}
+    assert ar["lossless"] is True and fc["lossless"] is False and fc["lossless_tasks"] == 1
+    assert "token_ids" not in fc["per_task"][0]
+
+
+def test_greedy_pieces_and_prompt_lookup():
+    transcript = [5, 6, 7, 8, 9, 10]
+
+    def propose(context, remaining):  # drafts 2 correct tokens after token 6, nothing elsewhere
+        return 2 if int(context[-1]) == 6 else 0
+
+    pieces = bench.greedy_pieces(propose, [1, 2], transcript)
+    # token 5 from prefill; at 6 -> 1 piece of 1 (ctx ends 5); ctx ends 6 -> accept 7,8 + bonus 9; then 10
+    assert pieces == [1, 3, 1] and sum(pieces) == len(transcript) - 1
+    ctx = np.array([3, 4, 5, 9, 3, 4], dtype=np.int64)
+    assert bench.prompt_lookup_match(ctx, [5, 9, 1]) == 2
+    assert bench.prompt_lookup_match(np.array([1, 2], dtype=np.int64), [3]) == 0
+
+
+def _smoke_cfg(**kw):
+    base = dict(max_new_tokens=10, warmup_tokens=2, cost_sizes=(1, 2, 4), cost_repeats=1, progress=False)
+    base.update(kw)
+    return bench.BenchConfig(**base)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread (two threads on a loaded 2-core machine spin and run ~20x slower); restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_smoke_all_methods_json_and_broken_decoder(tmp_path, tiny_coder, monkeypatch, one_thread):
+    """Two tasks, every method, real datastores: the JSON contract holds and every method is lossless;
+    then a decoder that alters one output token must make ``lossless`` false for that method only."""
+    repo = _real_repo(tmp_path)
+    out = tmp_path / "out"
+    argv = ["--model", str(Path(tiny_coder.name)), "--repo", str(repo), "--common", "none", "--tasks", "2",
+            "--max-new-tokens", "10", "--warmup-tokens", "2", "--cost-sizes", "1,2,4", "--seed", "3",
+            "--json", str(out / "r.json"), "--markdown", str(out / "r.md"), "--plot", str(out / "r.png"),
+            "--no-progress"]
+    assert bench.main(argv) == 0
+    result = json.loads((out / "r.json").read_text())
+    assert result["schema"] == bench.SCHEMA
+    assert list(result["methods"]) == list(bench.DEFAULT_METHODS)
+    assert len(result["tasks"]) == 2
+    for name, m in result["methods"].items():
+        for key in ("ms_per_token", "speedup", "mean_accepted_length", "forward_passes", "prefill_ms",
+                    "retrieval_ms_per_step", "retrieval_share", "hits", "peak_rss_mb", "lossless"):
+            assert key in m, (name, key)
+        assert m["lossless"] is True, name
+        assert m["ms_per_token"] > 0 and m["speedup"] > 0 and m["peak_rss_mb"] > 0
+        assert len(m["per_task"]) == 2
+        for t, ref in zip(m["per_task"], result["methods"]["ar"]["per_task"]):
+            assert {"task_id", "file", "function", "prompt_tokens", "new_tokens", "decode_ms",
+                    "accepted_lengths", "lossless"} <= set(t)
+            assert t["task_id"] == ref["task_id"] and t["new_tokens"] == ref["new_tokens"] > 0
+    assert result["methods"]["ar"]["speedup"] == pytest.approx(1.0)
+    assert result["methods"]["ar"]["mean_accepted_length"] == pytest.approx(1.0)
+    head = result["headroom"]
+    assert head["verify_cost"]["n"] == [1, 2, 4] and head["verify_cost"]["c"][0] == pytest.approx(1.0)
+    assert head["retrieval_ceiling"]["mean_accepted_length_bound"] >= 1.0
+    assert set(head["predicted"]) >= {"ar", "fastcoder"}
+    assert "| fastcoder |" in (out / "r.md").read_text()
+    assert (out / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    from engine import SpeculativeDecoder
+
+    real_generate = SpeculativeDecoder.generate
+
+    def broken(self, *args, **kwargs):
+        res = real_generate(self, *args, **kwargs)
+        if self.method == "copyspec" and len(res.token_ids) > 3:
+            res.token_ids[3] = (res.token_ids[3] + 1) % tiny_coder.vocab_size
+        return res
+
+    monkeypatch.setattr(SpeculativeDecoder, "generate", broken)
+    tasks = bench.extract_tasks(repo, tiny_coder.tokenizer, 2, seed=3)
+    cfg = _smoke_cfg(methods=("ar", "copyspec", "rest"), headroom=False)
+    again = bench.benchmark(tiny_coder, repo, tasks, None, cfg)
+    assert again["methods"]["copyspec"]["lossless"] is False
+    assert {t["first_divergence"] for t in again["methods"]["copyspec"]["per_task"]} == {3}
+    assert again["methods"]["rest"]["lossless"] is True and again["methods"]["ar"]["lossless"] is True
