@@ -77,6 +77,8 @@ class Retrieval:
         counts: (M,) int64, how many of the sampled occurrences are followed by that row.
         total_matches: occurrences of the matched suffix in the datastore, before the
             ``max_matches`` cap.
+
+    ``bool(retrieval)`` is True when there is at least one continuation to draft from.
     """
 
     match_length: int
@@ -114,10 +116,9 @@ def prepare_context(context, n_max: int, vocab_size: int) -> np.ndarray:
     """
     if n_max <= 0:
         return np.empty(0, np.int64)
-    tail = context[-n_max:] if len(context) else context
     try:
-        q = np.asarray(tail, dtype=np.int64).reshape(-1)
-    except (TypeError, ValueError, OverflowError):
+        q = np.asarray(context[-n_max:], dtype=np.int64).reshape(-1)
+    except (TypeError, ValueError, OverflowError, IndexError):
         return np.empty(0, np.int64)
     bad = (q < 0) | (q >= vocab_size)
     if bad.any():
