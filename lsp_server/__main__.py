@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -21,12 +22,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _preimport_engine() -> None:
+    try:
+        import engine  # noqa: F401, PLC0415
+    except Exception as exc:  # reported properly when the model loads
+        logging.getLogger("fastcoder.lsp").debug("pre-import of engine failed: %s", exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastcoder-lsp`` console script; returns the exit status."""
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
+    # warm the heavy imports (torch, transformers) while the client starts and initializes
+    threading.Thread(target=_preimport_engine, name="fastcoder-preimport", daemon=True).start()
     from .server import create_server  # noqa: PLC0415 (after logging is configured)
 
     server = create_server()
