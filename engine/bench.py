@@ -297,6 +297,7 @@ class BenchConfig:
     cost_repeats: int = 5
     headroom: bool = True
     progress: bool = True
+    drafter_options: dict = field(default_factory=dict)  # extra options for rest/copyspec/fastcoder
 
 
 def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -313,11 +314,17 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(ordered)
 
 
-def make_decoder(loaded, method: str, repo_datastore, common_datastore):
-    """A :class:`engine.SpeculativeDecoder` for a benchmark method name (ablations included)."""
+DRAFTING_METHODS = ("rest", "copyspec", "fastcoder")
+
+
+def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: dict | None = None):
+    """A :class:`engine.SpeculativeDecoder` for a benchmark method name (ablations included);
+    ``extra`` options (e.g. ``draft_budget``) go to the drafting methods only."""
     from engine import SpeculativeDecoder
 
     base, options = METHOD_SPECS[method]
+    if extra and base in DRAFTING_METHODS:
+        options = {**options, **extra}
     return SpeculativeDecoder(loaded, method=base, repo_datastore=repo_datastore,
                               common_datastore=common_datastore, **options)
 
@@ -406,12 +413,12 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
 
 
 def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, common_ds,
-            tokens: int) -> None:
+            tokens: int, extra: dict | None = None) -> None:
     """Run every method once on a short generation (not recorded): lazy init, allocator, caches."""
     if tokens <= 0:
         return
     for method in methods:
-        run_one(make_decoder(loaded, method, repo_ds, common_ds), method, prompt_ids, tokens)
+        run_one(make_decoder(loaded, method, repo_ds, common_ds, extra), method, prompt_ids, tokens)
 
 
 def rotate(methods: Sequence[str], k: int) -> list[str]:
@@ -464,11 +471,12 @@ def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchCo
         for i, task in enumerate(tasks):
             repo_ds = repo_factory(root, loaded.tokenizer, task, cfg.exclude)
             if i == 0:
-                warm_up(loaded, methods, task.prompt_ids, repo_ds, common_ds, cfg.warmup_tokens)
+                warm_up(loaded, methods, task.prompt_ids, repo_ds, common_ds, cfg.warmup_tokens,
+                        cfg.drafter_options)
             raw: dict[str, dict] = {}
             for method in rotate(methods, i):
                 bar.set_postfix_str(f"{task.task_id[-40:]} {method}", refresh=False)
-                decoder = make_decoder(loaded, method, repo_ds, common_ds)
+                decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
                 raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens)
                 bar.update(1)
             reference = raw[REFERENCE_METHOD]["token_ids"] if REFERENCE_METHOD in raw else None
@@ -867,6 +875,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--warmup-tokens", type=int, default=16)
+    parser.add_argument("--draft-budget", type=int, default=None,
+                        help="draft tokens per tree for rest/copyspec/fastcoder (default: the engine's, 64)")
     parser.add_argument("--no-headroom", action="store_true", help="skip c(n) and the retrieval ceiling")
     parser.add_argument("--cost-sizes", default=",".join(map(str, DEFAULT_COST_SIZES)))
     parser.add_argument("--json", dest="json_out", default=None, help="write the JSON result here")
@@ -906,13 +916,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = BenchConfig(methods=methods, max_new_tokens=args.max_new_tokens, warmup_tokens=args.warmup_tokens,
                       exclude=tuple(args.exclude), cost_sizes=cost_sizes, headroom=not args.no_headroom,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress,
+                      drafter_options={} if args.draft_budget is None else {"draft_budget": args.draft_budget})
     result = benchmark(loaded, args.repo, tasks, common_ds, cfg)
     result["config"] = {"model": loaded.name, "repo": str(args.repo), "common": args.common,
                         "methods": list(methods), "tasks": args.tasks, "max_new_tokens": args.max_new_tokens,
-                        "max_prompt_tokens": budget, "seed": args.seed, "device": str(loaded.device),
-                        "dtype": str(loaded.dtype).replace("torch.", ""),
-                        "command": "fastcoder bench " + " ".join(sys.argv[1:])}
+                        "max_prompt_tokens": budget, "seed": args.seed, "draft_budget": args.draft_budget,
+                        "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
+                        "threads": args.threads, "argv": list(sys.argv)}
     result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
     write_outputs(result, args.json_out, args.markdown_out, args.plot_out)
     return 0
