@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -87,6 +88,8 @@ class SpeculativeDecoder:
         self.repo_datastore = repo_datastore
         self.common_datastore = common_datastore
         self.options = dict(options)
+        self.max_prompt_kv_documents = 4  # documents whose prompt KV cache is kept (memory bound)
+        self._kv_owners: OrderedDict[int, FastCoderCache] = OrderedDict()
         if method in ("rest", "copyspec", "fastcoder"):  # validate the options now, not mid-request
             self._make_drafter(None)
         elif options:
@@ -114,7 +117,9 @@ class SpeculativeDecoder:
             temperature, top_p, top_k: sampling (temperature 0 = greedy); warped as transformers does.
             seed: seeds the sampler (and nothing else); same seed, same output.
             stop: strings that end the generation; ``text`` is cut before the first one.
-            cache: per-document FastCoder cache from :meth:`new_cache` (fastcoder only).
+            cache: per-document warm state from :meth:`new_cache`: FastCoder's CACHE (fastcoder
+                method) and, for every method, the prompt's KV cache, so the next prompt of the
+                same document prefills only what follows the longest common prefix.
             cancel: checked before every forward pass; once set, returns what was generated so far.
 
         Returns:
@@ -135,7 +140,7 @@ class SpeculativeDecoder:
             generator = torch.Generator(device=self.loaded.device)
             generator.manual_seed(seed if seed is not None else int(torch.seed() % 2**63))
         drafter = None if self.method == "ar" else self._make_drafter(cache)
-        return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated)
+        return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache)
 
     # ----------------------------------------------------------------------------- internals
     def _prompt_ids(self, prompt, max_new_tokens: int) -> tuple[list[int], bool]:
@@ -163,9 +168,36 @@ class SpeculativeDecoder:
             return ids[-room:], True
         return ids, False
 
+    def _reuse_prompt_kv(self, doc: FastCoderCache | None, ids: list[int]) -> tuple[DynamicCache, int]:
+        """A KV cache holding the first ``start`` prompt tokens, taken from the document's last
+        prompt when they share a prefix; returns ``(cache, start)`` with start <= len(ids) - 1."""
+        model = self.loaded.model
+        if doc is None or doc.prompt_kv is None:
+            return DynamicCache(config=model.config), 0
+        kv, old = doc.prompt_kv, doc.prompt_ids
+        doc.drop_prompt_kv()  # taken; given back only after a clean finish
+        n = min(len(old), len(ids) - 1, kv.get_seq_length())
+        same = np.asarray(old[:n]) == np.asarray(ids[:n])
+        start = int(n if same.all() else np.argmin(same))
+        if start < 16:
+            return DynamicCache(config=model.config), 0
+        kv.crop(start - kv.get_seq_length())
+        return kv, start
+
+    def _keep_prompt_kv(self, doc: FastCoderCache | None, ids: list[int], kv: DynamicCache) -> None:
+        if doc is None:
+            return
+        kv.crop(len(ids) - kv.get_seq_length())
+        doc.prompt_ids, doc.prompt_kv = list(ids), kv
+        self._kv_owners[id(doc)] = doc
+        self._kv_owners.move_to_end(id(doc))
+        while len(self._kv_owners) > self.max_prompt_kv_documents:
+            _, oldest = self._kv_owners.popitem(last=False)
+            oldest.drop_prompt_kv()
+
     @torch.inference_mode()
     def _generate(self, ids: list[int], max_new: int, params: SamplingParams, generator, drafter,
-                  stop, cancel, truncated: bool) -> GenerationResult:
+                  stop, cancel, truncated: bool, doc: FastCoderCache | None = None) -> GenerationResult:
         model = self.loaded.model
         eos = self.loaded.eos_token_ids
         out: list[int] = []
@@ -176,10 +208,11 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         if max_new == 0:
             return self._result(ids, out, "length", t0, t0, t0, accepted_lengths, hits, 0.0, truncated, stop)
-        cache = DynamicCache(config=model.config)
-        prompt = torch.tensor([ids], dtype=torch.long, device=self.loaded.device)
+        cache, start = self._reuse_prompt_kv(doc, ids)
+        prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.loaded.device)
         pending = choose_token(prefill(model, cache, prompt), params, generator)
         t_prefill = time.perf_counter()
+        reused = start
         context = np.empty(len(ids) + max_new + 128, dtype=np.int64)  # prompt + generated, pending last
         context[:len(ids)] = ids
         n_ctx = len(ids)
@@ -190,6 +223,8 @@ class SpeculativeDecoder:
         while True:
             if pending in eos:
                 finish = "eos"
+                break
+            if len(out) >= max_new:
                 break
             out.append(pending)
             context[n_ctx] = pending
@@ -224,7 +259,7 @@ class SpeculativeDecoder:
                 for bit, name in SOURCE_NAMES.items():
                     if bits & bit:
                         hits[name] += 1
-            # all but the last committed token are in the cache now; the last becomes pending
+            # all but the last committed token are in the KV cache now; the last becomes pending
             for tok in committed[:-1]:
                 if tok in eos or len(out) >= max_new:
                     break
@@ -237,8 +272,11 @@ class SpeculativeDecoder:
             finish = "eos" if len(out) < max_new else "length"
             break
         t_end = time.perf_counter()
-        return self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
-                            truncated, stop)
+        self._keep_prompt_kv(doc, ids, cache)
+        res = self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
+                           truncated, stop)
+        res.stats["reused_prompt_tokens"] = reused
+        return res
 
     def _hit_stop(self, out: list[int], stop: Sequence[str]) -> bool:
         tok = self.loaded.tokenizer

@@ -140,11 +140,16 @@ class CopySpecDrafter:
 
 
 class FastCoderCache:
-    """FastCoder's CACHE for one document: verified retrieved sequences and chunks of model output.
+    """Warm state of one document: FastCoder's CACHE, plus the KV cache of its last prompt.
 
-    Sequences are stored back to back (separated by -1) in one token buffer with a bigram index;
-    a search finds the longest suffix of the context (>= ``n_min`` tokens) that occurs in a stored
-    sequence and returns what followed. Bounded to ``max_tokens`` tokens (oldest dropped).
+    CACHE (FastCoder Alg. 1): verified retrieved sequences and chunks of model output, stored back
+    to back (separated by -1) in one token buffer with a bigram index; a search finds the longest
+    suffix of the context (>= ``n_min`` tokens) that occurs in a stored sequence and returns what
+    followed. Bounded to ``max_tokens`` tokens (oldest dropped).
+
+    Prompt KV: ``prompt_ids`` and the model's KV cache over them (``prompt_kv``), kept by the
+    decoder so the next request of the same document prefills only what follows the longest
+    common prefix (an editor's prompts share everything up to the cursor).
     """
 
     def __init__(self, max_tokens: int = 65536, n_min: int = 2, n_max: int = 16):
@@ -155,11 +160,24 @@ class FastCoderCache:
         self.hits = 0
         self._buf: list[int] = []
         self._index: dict[tuple[int, int], list[int]] = {}
+        self.prompt_ids: list[int] = []
+        self.prompt_kv = None
+
+    @property
+    def kv_nbytes(self) -> int:
+        """Bytes held by the prompt KV cache."""
+        if self.prompt_kv is None:
+            return 0
+        return sum(layer.keys.nelement() * layer.keys.element_size() * 2
+                   for layer in self.prompt_kv.layers if getattr(layer, "keys", None) is not None)
+
+    def drop_prompt_kv(self) -> None:
+        self.prompt_ids, self.prompt_kv = [], None
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held (bytes)."""
-        return 8 * len(self._buf) + 120 * len(self._index)
+        """Approximate memory held (bytes), the prompt KV cache included."""
+        return 8 * len(self._buf) + 120 * len(self._index) + self.kv_nbytes
 
     def add(self, tokens) -> None:
         """Store one sequence (token ids); sequences shorter than n_min + 1 are ignored."""

@@ -110,3 +110,23 @@ def test_cancel_stops_before_the_next_forward(tiny_coder, real_code_prompts):
     cancel.set()
     res = SpeculativeDecoder(tiny_coder, method="fastcoder").generate(real_code_prompts[0][1], 64, cancel=cancel)
     assert res.finish_reason == "cancelled" and res.stats["forward_passes"] == 0
+
+
+@pytest.mark.parametrize("method", ["ar", "fastcoder"])
+def test_prompt_kv_reuse_across_requests_is_lossless(tiny_coder, real_code_prompts, method):
+    """Editor pattern: the next prompt shares the previous one's prefix (the user typed on)."""
+    _, ids = real_code_prompts[1]
+    dec = SpeculativeDecoder(tiny_coder, method=method)
+    plain = SpeculativeDecoder(tiny_coder, method="ar")
+    doc = dec.new_cache()
+    first = dec.generate(ids[:-40], max_new_tokens=24, cache=doc)
+    assert first.stats["reused_prompt_tokens"] == 0
+    for prompt in (ids[:-30], ids[:-30], ids[:-35] + ids[-5:]):
+        res = dec.generate(prompt, max_new_tokens=24, cache=doc)
+        assert res.stats["reused_prompt_tokens"] >= len(ids) - 50
+        assert res.token_ids == plain.generate(prompt, max_new_tokens=24).token_ids
+    assert doc.kv_nbytes > 0
+    other = [dec.new_cache() for _ in range(dec.max_prompt_kv_documents)]
+    for c in other:
+        dec.generate(ids[:100], max_new_tokens=2, cache=c)
+    assert doc.prompt_kv is None, "least recently used document's KV cache must be dropped"
