@@ -382,14 +382,13 @@ class EngineHost:
         budget = prompt_budget(s.max_prompt_tokens, model_max_tokens(self.loaded.model.config, tok), s.max_new_tokens)
         prompt = build_fim_prompt(tok, req.prefix, req.suffix, budget)
         ctx = CursorContext.from_split(req.prefix, req.suffix)
-        cache = self._cache_for(req.uri, decoder) if s.method == "fastcoder" else None
+        cache = self._cache_for(req.uri, decoder)  # FastCoder CACHE and the prompt's KV cache
         res = decoder.generate(prompt.token_ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature,
                                top_p=s.top_p, top_k=s.top_k, seed=s.seed, stop=generation_stop(s.stop_at, ctx),
                                cache=cache, cancel=req.cancel)
         if res.finish_reason == "cancelled":
             return self._outcome(req, None, "cancelled", dict(res.stats))
-        raw = clip_text(res, s.max_new_tokens, generation_stop(s.stop_at, ctx), tok)
-        text = postprocess(raw, ctx, s.stop_at)
+        text = postprocess(res.text, ctx, s.stop_at)
         return self._outcome(req, text, res.finish_reason, dict(res.stats), record=True)
 
     def _outcome(self, req: CompletionRequest, text: str | None, reason: str, stats: dict,
@@ -468,23 +467,6 @@ class EngineHost:
             self._generation += 1
         self.model_pool.shutdown(wait=False, cancel_futures=True)
         self.loader_pool.shutdown(wait=False, cancel_futures=True)
-
-
-def clip_text(res: Any, max_new_tokens: int, stop: list[str] | None, tokenizer: Any) -> str:
-    """``res.text``, or, when the decoder committed more than ``max_new_tokens`` tokens (speculative steps
-    can overshoot by the last accepted block), the text of the first ``max_new_tokens`` only, cut before
-    the first stop string: the same text plain greedy decoding with that budget gives."""
-    ids = list(getattr(res, "token_ids", []) or [])
-    if len(ids) <= max_new_tokens or tokenizer is None:
-        return res.text
-    text = tokenizer.decode(ids[:max_new_tokens], skip_special_tokens=True)
-    cut = min((text.find(x) for x in (stop or []) if x and x in text), default=-1)
-    return text[:cut] if cut >= 0 else text
-
-
-class _LoadFailed(Exception):
-    """Model loading failed with a message meant for the user."""
-
 
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:

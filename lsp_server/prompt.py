@@ -128,19 +128,43 @@ def build_fim_prompt(
     suffix_ids = _encode(tokenizer, _head_chars(suffix, suffix_budget * _CHARS_PER_TOKEN_BOUND))
     suffix_cut = len(suffix_ids) > suffix_budget or len(suffix) > suffix_budget * _CHARS_PER_TOKEN_BOUND
     suffix_ids = suffix_ids[:suffix_budget]
-    prefix_budget = budget - len(suffix_ids)
-    prefix_ids = _encode(tokenizer, _tail_chars(prefix, prefix_budget * _CHARS_PER_TOKEN_BOUND))
-    prefix_cut = len(prefix_ids) > prefix_budget or len(prefix) > prefix_budget * _CHARS_PER_TOKEN_BOUND
-    prefix_ids = prefix_ids[len(prefix_ids) - prefix_budget :] if prefix_cut else prefix_ids
+    prefix_ids, prefix_cut = anchored_tail_ids(tokenizer, prefix, budget - len(suffix_ids))
     ids = head + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
     return FimPrompt(ids, tpl.name, len(prefix_ids), len(suffix_ids), prefix_cut or suffix_cut)
 
 
 def _prefix_only(tokenizer: Any, prefix: str, max_prompt_tokens: int) -> FimPrompt:
-    ids = _encode(tokenizer, _tail_chars(prefix, max_prompt_tokens * _CHARS_PER_TOKEN_BOUND))
-    cut = len(ids) > max_prompt_tokens or len(prefix) > max_prompt_tokens * _CHARS_PER_TOKEN_BOUND
-    ids = ids[len(ids) - max_prompt_tokens :] if len(ids) > max_prompt_tokens else ids
+    ids, cut = anchored_tail_ids(tokenizer, prefix, max_prompt_tokens)
     return FimPrompt(ids, "prefix-only", len(ids), 0, cut)
+
+
+#: The prefix window's start moves in steps of this many characters (then to a line start).
+ANCHOR_CHARS = 2048
+
+
+def anchored_tail_ids(tokenizer: Any, prefix: str, budget: int) -> tuple[list[int], bool]:
+    """Token ids of a tail of ``prefix`` that fits ``budget`` tokens, and whether it was cut.
+
+    The window starts at a line boundary at or after a multiple of :data:`ANCHOR_CHARS`, not
+    exactly ``budget`` tokens back: so while the user types, consecutive prompts keep the same start
+    and the decoder reuses their common prefix's KV cache instead of re-running the prefill. The
+    window holds between ``budget - ANCHOR_CHARS/4`` (roughly) and ``budget`` tokens.
+    """
+    if budget <= 0 or not prefix:
+        return [], bool(prefix)
+    start = max(0, len(prefix) - budget * _CHARS_PER_TOKEN_BOUND)
+    start = -(-start // ANCHOR_CHARS) * ANCHOR_CHARS
+    while start < len(prefix):
+        line_start = 0 if start == 0 else (prefix.find("\n", start - 1) + 1 or len(prefix))
+        if line_start >= len(prefix):
+            break
+        ids = _encode(tokenizer, prefix[line_start:])
+        if len(ids) <= budget:
+            return ids, line_start > 0
+        start += ANCHOR_CHARS
+    # no anchored line start fits (one very long line): the last `budget` tokens
+    ids = _encode(tokenizer, _tail_chars(prefix, budget * _CHARS_PER_TOKEN_BOUND))
+    return ids[max(0, len(ids) - budget):], True
 
 
 def model_max_tokens(config: Any, tokenizer: Any = None) -> int | None:

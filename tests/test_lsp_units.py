@@ -164,3 +164,25 @@ def test_coalesce_moves_and_deletes():
                       Ev("modified", "/r/pkg", is_directory=True)])
     assert batch == {"/r/a.py": "deleted", "/r/b.py": "changed", "/r/c.py.tmp": "deleted",
                      "/r/c.py": "changed", "/r/d.py": "deleted"}
+
+
+def test_typing_keeps_the_prompt_window_start_stable():
+    """Consecutive prompts while typing share all but their last tokens, so the decoder can reuse
+    the previous prompt's KV cache (the window start moves only in ANCHOR_CHARS steps)."""
+    if not MODEL.is_dir():
+        pytest.skip("tiny-py-coder not available")
+    import _pytest.python
+
+    from transformers import AutoTokenizer
+
+    from lsp_server.prompt import common_prefix_len
+
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    source = Path(_pytest.python.__file__).read_text(encoding="utf-8")  # real third-party code
+    cursor = len(source) // 2
+    typed = "    result = compute(value)\n"
+    prompts = [build_fim_prompt(tok, source[:cursor] + typed[:k], source[cursor:], 512).token_ids
+               for k in range(0, len(typed), 3)]
+    assert all(len(p) <= 512 for p in prompts)
+    shared = [common_prefix_len(a, b) / len(b) for a, b in zip(prompts, prompts[1:])]
+    assert sum(s > 0.6 for s in shared) >= len(shared) - 1, shared
