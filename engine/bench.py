@@ -294,7 +294,7 @@ class BenchConfig:
     warmup_tokens: int = 16
     exclude: tuple[str, ...] = ()
     cost_sizes: tuple[int, ...] = DEFAULT_COST_SIZES
-    cost_repeats: int = 5
+    cost_repeats: int = 15
     headroom: bool = True
     progress: bool = True
     drafter_options: dict = field(default_factory=dict)  # extra options for rest/copyspec/fastcoder
@@ -565,15 +565,18 @@ def summarize(records: dict[str, list[dict]]) -> dict[str, dict]:
 
 def measure_verify_cost(loaded, prompt_ids: Sequence[int], sizes: Sequence[int] = DEFAULT_COST_SIZES,
                         repeats: int = 5) -> dict:
-    """Measure ``c(n) = T(n) / T(1)``: one forward over ``n`` new tokens with a 4-D tree mask on top
-    of a KV cache holding ``prompt_ids`` (anchors note, section 10).
+    """Measure ``c(n) = T(n) / T_ar``: one forward over ``n`` new tokens with a 4-D tree mask on top
+    of a KV cache holding ``prompt_ids``, over one plain ``ar`` decode step (1 token, no explicit
+    mask) on the same cache (anchors note, section 10). ``c(1)`` > 1 is the cost of the mask alone.
 
     The tree is a chain (each node sees the prompt and its ancestors); the dense cost of a forward
-    depends on ``n`` only, not on the tree's shape. Each size is timed ``repeats`` times (median),
-    cropping the cache back after every forward.
+    depends on ``n`` only, not on the tree's shape. Each size is timed ``repeats`` times (median)
+    in shuffled round-robin order (so load changes hit all sizes alike), cropping the cache back
+    after every forward.
 
     Returns:
-        ``{"prompt_tokens": P, "n": [...], "ms": [...], "c": [...]}`` (ms per forward, c unitless).
+        ``{"prompt_tokens": P, "n": [...], "ms": [...], "c": [...], "ar_ms": T_ar}`` (ms per
+        forward, c unitless).
     """
     import torch
     from transformers import DynamicCache
@@ -582,30 +585,46 @@ def measure_verify_cost(loaded, prompt_ids: Sequence[int], sizes: Sequence[int] 
     sizes = sorted({int(n) for n in sizes if int(n) >= 1} | {1})
     ids = torch.tensor([list(prompt_ids) or [0]], dtype=torch.long, device=device)
     fill = ids[0, -1].item()
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    rng = random.Random(0)
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         model(input_ids=ids, past_key_values=cache, use_cache=True)
         past = cache.get_seq_length()
-        ms = [_time_forward(model, cache, past, n, fill, device, dtype, repeats) for n in sizes]
-    return {"prompt_tokens": int(past), "n": sizes, "ms": ms, "c": [m / ms[0] for m in ms]}
+        inputs = {n: _tree_inputs(n, past, fill, device, dtype) for n in sizes}
+        inputs[0] = {"input_ids": torch.full((1, 1), fill, dtype=torch.long, device=device)}  # ar step
+        times[0] = []
+        for round_ in range(max(1, repeats) + 1):  # round 0 warms up; sizes shuffled per round
+            order = list(inputs)
+            rng.shuffle(order)
+            for n in order:
+                ms = _time_forward(model, cache, past, inputs[n])
+                if round_:
+                    times[n].append(ms)
+    ar_ms = statistics.median(times[0])
+    ms = [statistics.median(times[n]) for n in sizes]
+    return {"prompt_tokens": int(past), "n": sizes, "ms": ms, "c": [m / ar_ms for m in ms],
+            "ar_ms": ar_ms, "repeats": max(1, repeats)}
 
 
-def _time_forward(model, cache, past: int, n: int, fill: int, device, dtype, repeats: int) -> float:
+def _tree_inputs(n: int, past: int, fill: int, device, dtype) -> dict:
+    """Forward arguments for an ``n``-token chain below a ``past``-token KV cache (float 4-D mask)."""
     import torch
 
     allow = torch.ones(n, past + n, dtype=torch.bool, device=device)
     allow[:, past:] = torch.tril(torch.ones(n, n, dtype=torch.bool, device=device))
     mask = torch.where(allow, 0.0, torch.finfo(dtype).min).to(dtype)[None, None]
-    tokens = torch.full((1, n), fill, dtype=torch.long, device=device)
-    positions = torch.arange(past, past + n, device=device)[None]
-    times = []
-    for _ in range(max(1, repeats) + 1):  # first one is a warm-up
-        start = time.perf_counter()
-        model(input_ids=tokens, position_ids=positions, attention_mask=mask, past_key_values=cache,
-              use_cache=True)
-        times.append((time.perf_counter() - start) * 1000.0)
-        cache.crop(past - cache.get_seq_length())
-    return statistics.median(times[1:])
+    return {"input_ids": torch.full((1, n), fill, dtype=torch.long, device=device),
+            "position_ids": torch.arange(past, past + n, device=device)[None], "attention_mask": mask}
+
+
+def _time_forward(model, cache, past: int, inputs: dict) -> float:
+    """Milliseconds of one forward; the cache is cropped back to ``past`` tokens afterwards."""
+    start = time.perf_counter()
+    model(**inputs, past_key_values=cache, use_cache=True)
+    elapsed = (time.perf_counter() - start) * 1000.0
+    cache.crop(past - cache.get_seq_length())
+    return elapsed
 
 
 def interpolate_cost(cost: dict, n: float) -> float:
@@ -726,7 +745,14 @@ def retrieval_ceiling(loaded, tasks: Sequence[Task], transcripts: Sequence[Seque
 
 def predicted_speedups(methods: dict[str, dict], cost: dict | None) -> dict[str, dict]:
     """Predicted speedup = accepted length / mean c(draft size + 1) per method, next to the measured
-    one (the gap is drafting, retrieval and bookkeeping overhead; anchors note, section 10)."""
+    one, and where a decode step's time goes (anchors note, section 10).
+
+    Time breakdown per decode forward (ms): ``step_ms`` = decode ms / forwards; ``verify_ms`` =
+    mean c(draft size + 1) x the measured ``ar`` step time (the modelled forward cost); ``retrieval_ms`` =
+    drafting + retrieval; ``other_ms`` = the rest (masks, KV compaction, acceptance, Python).
+    """
+    ar = methods.get(REFERENCE_METHOD)
+    ar_step = ar["decode_ms"] / ar["forward_passes"] if ar and ar["forward_passes"] else None
     out = {}
     for name, rec in methods.items():
         sizes = [s for t in rec["per_task"] for s in t["draft_sizes"]]
@@ -734,9 +760,14 @@ def predicted_speedups(methods: dict[str, dict], cost: dict | None) -> dict[str,
         if tau is None or not cost:
             continue
         c = statistics.fmean(interpolate_cost(cost, s + 1) for s in sizes) if sizes else None
+        step = rec["decode_ms"] / rec["forward_passes"] if rec["forward_passes"] else None
+        verify = c * ar_step if c and ar_step else None
+        retrieval = rec.get("retrieval_ms_per_step") or 0.0
         out[name] = {"mean_accepted_length": tau, "mean_draft_size": rec.get("mean_draft_size"),
                      "mean_verify_cost": c, "predicted_speedup": tau / c if c else None,
-                     "measured_speedup": rec.get("speedup")}
+                     "measured_speedup": rec.get("speedup"), "step_ms": step, "verify_ms": verify,
+                     "retrieval_ms": retrieval,
+                     "other_ms": step - verify - retrieval if step and verify else None}
     return out
 
 
@@ -832,8 +863,9 @@ def _headroom_markdown(head: dict | None) -> list[str]:
         return []
     cost = head["verify_cost"]
     lines = ["", f"## Headroom", "",
-             f"Verify cost c(n) = T(n)/T(1) on a {cost['prompt_tokens']}-token prompt "
-             f"(T(1) = {cost['ms'][0]:.2f} ms):", "",
+             f"Verify cost c(n) = T(n)/T_ar: one forward over n tokens with a tree mask, over one plain "
+             f"ar decode step (T_ar = {cost.get('ar_ms', cost['ms'][0]):.2f} ms), on a "
+             f"{cost['prompt_tokens']}-token prompt, median of {cost.get('repeats', '?')}:", "",
              "| n | " + " | ".join(str(n) for n in cost["n"]) + " |",
              "|---|" + "---|" * len(cost["n"]),
              "| ms | " + " | ".join(f"{m:.2f}" for m in cost["ms"]) + " |",
@@ -841,12 +873,17 @@ def _headroom_markdown(head: dict | None) -> list[str]:
              f"Hardware ceiling max n/c(n) = {head['hardware_ceiling']:.2f}x; retrieval ceiling "
              f"(greedy replay of the ar transcripts against all draft sources) = "
              f"{_fmt(head['retrieval_ceiling'].get('mean_accepted_length_bound'))} tokens per forward.",
-             "", "| method | accepted length | mean draft size | mean c(size+1) | predicted speedup "
-             "| measured speedup |", "|---|---|---|---|---|---|"]
+             "", "Predicted speedup = accepted length / mean c(draft size + 1). Per decode forward (ms): "
+             "step = measured; verify = c(size + 1) x the ar step; retrieval = drafting + retrieval; "
+             "other = the rest (masks, KV compaction, acceptance, Python).", "",
+             "| method | accepted length | mean draft size | mean c(size+1) | predicted speedup "
+             "| measured speedup | step ms | verify ms | retrieval ms | other ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, p in head["predicted"].items():
         lines.append(f"| {name} | {_fmt(p['mean_accepted_length'])} | {_fmt(p['mean_draft_size'], '.1f')} | "
                      f"{_fmt(p['mean_verify_cost'])} | {_fmt(p['predicted_speedup'])}x | "
-                     f"{_fmt(p['measured_speedup'])}x |")
+                     f"{_fmt(p['measured_speedup'])}x | {_fmt(p.get('step_ms'))} | "
+                     f"{_fmt(p.get('verify_ms'))} | {_fmt(p.get('retrieval_ms'))} | {_fmt(p.get('other_ms'))} |")
     return lines
 
 

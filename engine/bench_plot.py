@@ -48,7 +48,7 @@ def _histogram(ax, methods: dict) -> None:
 
 
 def _cost(ax, head: dict | None) -> None:
-    ax.set_title("Verify cost c(n) = T(n)/T(1)", fontsize=9)
+    ax.set_title("Verify cost c(n) = T(n) / T(ar step)", fontsize=9)
     if not head or not head.get("verify_cost"):
         ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
         return
