@@ -298,6 +298,14 @@ class BenchConfig:
     headroom: bool = True
     progress: bool = True
     drafter_options: dict = field(default_factory=dict)  # extra options for rest/copyspec/fastcoder
+    # sampling (issue #6): temperature/top_p/top_k for generate(); empty = greedy. Task i is
+    # sampled with seed sampling_seed * 100_003 + i, the same for every method.
+    sampling: dict = field(default_factory=dict)
+    sampling_seed: int = 0
+
+    @property
+    def sampled(self) -> bool:
+        return float(self.sampling.get("temperature", 0.0)) > 0.0
 
 
 def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -357,8 +365,10 @@ def _record_draft_sizes(decoder) -> list[int]:
     return sizes
 
 
-def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int) -> dict:
-    """Generate greedily once and return the raw per-task record (token ids kept for comparison).
+def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int,
+            sampling: dict | None = None, seed: int | None = None) -> dict:
+    """Generate once (greedy, or sampled with ``sampling`` = temperature/top_p/top_k and ``seed``)
+    and return the raw per-task record (token ids kept for comparison).
 
     Each FastCoder run gets a fresh cache (``decoder.new_cache()``), i.e. a cold document. The peak
     RSS is reset first where Linux allows, so ``peak_rss_mb`` is this run's peak (still process-wide:
@@ -368,7 +378,8 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     sizes = _record_draft_sizes(decoder)
     reset_peak_rss()
     start = time.perf_counter()
-    res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, temperature=0.0, cache=cache)
+    res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
+                           **(sampling or {"temperature": 0.0}))
     wall_ms = (time.perf_counter() - start) * 1000.0
     stats = dict(res.stats or {})
     if "draft_sizes" not in stats:
@@ -386,8 +397,13 @@ def _first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | None) -> dict:
-    """The JSON per-task record of one method on one task (``lossless`` vs the ``ar`` output)."""
+def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | None,
+                sampled: bool = False) -> dict:
+    """The JSON per-task record of one method on one task (``lossless`` vs the ``ar`` output).
+
+    Sampled runs (temperature > 0): ``lossless`` is None, since exactness there is a statement about
+    distributions (tests/test_sampling.py), not tokens; ``first_divergence`` still compares with ``ar``
+    sampled with the same seed (informative only)."""
     stats = raw["stats"]
     tokens = raw["token_ids"]
     divergence = None if reference is None else _first_divergence(tokens, reference)
@@ -406,7 +422,7 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
         "finish_reason": raw["finish_reason"],
         "peak_rss_mb": raw["peak_rss_mb"],
         "cache_bytes": raw["cache_bytes"],
-        "lossless": None if reference is None else divergence is None,
+        "lossless": None if reference is None or sampled else divergence is None,
         "first_divergence": divergence,
         "token_ids": tokens,
     }
@@ -477,11 +493,12 @@ def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchCo
             for method in rotate(methods, i):
                 bar.set_postfix_str(f"{task.task_id[-40:]} {method}", refresh=False)
                 decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
-                raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens)
+                raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens, cfg.sampling,
+                                      cfg.sampling_seed * 100_003 + i if cfg.sampled else None)
                 bar.update(1)
             reference = raw[REFERENCE_METHOD]["token_ids"] if REFERENCE_METHOD in raw else None
             for method in methods:
-                records[method].append(task_record(task, method, raw[method], reference))
+                records[method].append(task_record(task, method, raw[method], reference, cfg.sampled))
     finally:
         bar.close()
     return records
@@ -541,7 +558,8 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
         "hits": hits,
         "peak_rss_mb": max((r["peak_rss_mb"] for r in recs), default=None),
         "max_cache_bytes": max(cache_bytes) if cache_bytes else None,
-        "lossless": bool(lossless_flags) and all(f is True for f in lossless_flags),
+        "lossless": None if any(f is None for f in lossless_flags) else
+        bool(lossless_flags) and all(f is True for f in lossless_flags),
         "lossless_tasks": sum(1 for f in lossless_flags if f is True),
         "accepted_length_histogram": histogram(steps) if exact_steps else None,
         "per_task": [{k: v for k, v in r.items() if k != "token_ids"} for r in recs],
@@ -834,7 +852,9 @@ def render_markdown(result: dict) -> str:
         lines += [f"- model: `{cfg.get('model')}`; repository: `{cfg.get('repo')}`; common datastore: "
                   f"`{cfg.get('common')}`",
                   f"- tasks: {len(result.get('tasks', []))}; max new tokens: {cfg.get('max_new_tokens')}; "
-                  f"max prompt tokens: {cfg.get('max_prompt_tokens')}; seed: {cfg.get('seed')}"]
+                  f"max prompt tokens: {cfg.get('max_prompt_tokens')}; seed: {cfg.get('seed')}; "
+                  f"temperature: {cfg.get('temperature', 0.0)}, top_p: {cfg.get('top_p', 1.0)}, "
+                  f"top_k: {cfg.get('top_k', 0)}"]
     if env:
         lines.append(f"- hardware: {env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
                      f"{env.get('torch_threads')}); torch {env.get('torch')}, transformers "
@@ -853,9 +873,15 @@ def render_markdown(result: dict) -> str:
                      f"{_fmt(m['mean_accepted_length'])} | {m['forward_passes']} | "
                      f"{_fmt(m['retrieval_ms_per_step'], '.3f')} | {_fmt(m['retrieval_share'], '.1%')} | "
                      f"{hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
-                     f"{'yes' if m['lossless'] else 'NO'} ({m['lossless_tasks']}/{m['tasks']}) |")
+                     f"{_lossless_cell(m)} |")
     lines += _headroom_markdown(result.get("headroom"))
     return "\n".join(lines) + "\n"
+
+
+def _lossless_cell(m: dict) -> str:
+    if m["lossless"] is None:
+        return "n/a (sampled)"
+    return f"{'yes' if m['lossless'] else 'NO'} ({m['lossless_tasks']}/{m['tasks']})"
 
 
 def _headroom_markdown(head: dict | None) -> list[str]:
@@ -905,7 +931,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--max-prompt-tokens", type=int, default=None,
                         help=f"prompt budget in tokens (default {DEFAULT_MAX_PROMPT_TOKENS}, the dev "
                         "model's training context, capped so prompt + new tokens fit the model)")
-    parser.add_argument("--seed", type=int, default=0, help="task sampling seed")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="task sampling seed; with --temperature > 0 task i is also sampled with "
+                             "seed SEED * 100003 + i (every method the same)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--min-body-lines", type=int, default=3)
     parser.add_argument("--exclude", action="append", default=[], help="glob to leave out of D_r")
     parser.add_argument("--device", default="auto")
@@ -936,6 +967,8 @@ def run(args: argparse.Namespace) -> int:
         if args.tasks < 1 or args.max_new_tokens < 1:
             raise BenchError("--tasks and --max-new-tokens must be >= 1")
         cost_sizes = tuple(int(x) for x in str(args.cost_sizes).split(",") if x.strip())
+        from engine.verify import SamplingParams
+        SamplingParams(args.temperature, args.top_p, args.top_k)  # ValueError on bad values
     except (BenchError, ValueError) as err:
         print(f"fastcoder bench: {err}", file=sys.stderr)
         return 2
@@ -954,11 +987,14 @@ def run(args: argparse.Namespace) -> int:
     cfg = BenchConfig(methods=methods, max_new_tokens=args.max_new_tokens, warmup_tokens=args.warmup_tokens,
                       exclude=tuple(args.exclude), cost_sizes=cost_sizes, headroom=not args.no_headroom,
                       progress=not args.no_progress,
-                      drafter_options={} if args.draft_budget is None else {"draft_budget": args.draft_budget})
+                      drafter_options={} if args.draft_budget is None else {"draft_budget": args.draft_budget},
+                      sampling=dict(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),
+                      sampling_seed=args.seed)
     result = benchmark(loaded, args.repo, tasks, common_ds, cfg)
     result["config"] = {"model": loaded.name, "repo": str(args.repo), "common": args.common,
                         "methods": list(methods), "tasks": args.tasks, "max_new_tokens": args.max_new_tokens,
                         "max_prompt_tokens": budget, "seed": args.seed, "draft_budget": args.draft_budget,
+                        "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
                         "threads": args.threads, "argv": list(sys.argv)}
     result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
