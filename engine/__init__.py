@@ -6,11 +6,26 @@ Public API (DESIGN.md, "Contracts")::
     decoder = SpeculativeDecoder(loaded, method="fastcoder", repo_datastore=None, common_datastore=None)
     result = decoder.generate(prompt, max_new_tokens=128)   # .text, .token_ids, .stats
 
-No LSP code lives here; the language server (lsp_server/) calls into this package.
+No LSP code lives here; the language server (lsp_server/) calls into this package. Names are
+imported lazily, so ``from engine.datastore import Datastore`` does not load torch.
 """
 
-from .decoder import METHODS, GenerationResult, SpeculativeDecoder
-from .model import DEFAULT_MODEL, LoadedModel, ModelLoadError, default_model_name, load_model
+from __future__ import annotations
 
-__all__ = ["DEFAULT_MODEL", "METHODS", "GenerationResult", "LoadedModel", "ModelLoadError",
-           "SpeculativeDecoder", "default_model_name", "load_model"]
+import importlib
+
+_EXPORTS = {
+    "METHODS": "decoder", "GenerationResult": "decoder", "SpeculativeDecoder": "decoder",
+    "DEFAULT_MODEL": "model", "LoadedModel": "model", "ModelLoadError": "model",
+    "default_model_name": "model", "load_model": "model",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from . import METHODS
+from .decoder import METHODS
 
 
 class CLIError(Exception):

@@ -132,12 +132,17 @@ class DraftTree:
         return matched
 
 
-def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64) -> DraftTree:
+def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_prob: float = 0.0) -> DraftTree:
     """Merge the candidates of several sources into one weighted trie and keep the best nodes.
 
     Args:
         candidates: per-source continuations; empty ones are ignored.
         budget: maximum number of draft tokens (nodes) kept (REST and FastCoder use 64).
+        min_prob: drop nodes whose estimated acceptance probability is below this. A node's
+            estimate is, per source, the share of that source's continuations passing through it
+            (max over sources), as SuffixDecoding's ``min_token_prob``. Verifying a node costs
+            compute (on a CPU a 64-node tree costs about 3 single-token forwards), so unlikely
+            branches are pruned and trees stay small when retrieval is unsure.
 
     Returns:
         A :class:`DraftTree` with at most ``budget`` nodes, prefix-closed: a node's weight is the
@@ -152,11 +157,15 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64) -> Draf
                                   constant_values=-1) for c in parts])
     w = np.concatenate([np.asarray(c.counts, dtype=np.float64) * c.weight for c in parts])
     src = np.concatenate([np.full(len(c.counts), c.source, dtype=np.uint8) for c in parts])
+    share = np.concatenate([np.asarray(c.counts, dtype=np.float64) / max(float(np.sum(c.counts)), 1e-12)
+                            for c in parts])
+    part = np.concatenate([np.full(len(c.counts), i, dtype=np.int64) for i, c in enumerate(parts)])
+    nparts = len(parts)
     m = toks.shape[0]
     # Walk the trie level by level: a node is (parent node id, token); np.unique numbers them.
     parent_of_row = np.full(m, -1, dtype=np.int64)
     alive = np.ones(m, dtype=bool)
-    node_parent, node_token, node_depth, node_weight, node_source = [], [], [], [], []
+    node_parent, node_token, node_depth, node_weight, node_source, node_prob = [], [], [], [], [], []
     next_id = 0
     stride = int(toks.max()) + 2
     for d in range(width):
@@ -171,6 +180,8 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64) -> Draf
         node_token.append(uniq % stride)
         node_depth.append(np.full(k, d + 1, dtype=np.int64))
         node_weight.append(np.bincount(inverse, weights=w[rows], minlength=k))
+        per_part = np.bincount(inverse * nparts + part[rows], weights=share[rows], minlength=k * nparts)
+        node_prob.append(per_part.reshape(k, nparts).max(axis=1))
         bits = np.zeros(k, dtype=np.uint8)
         np.bitwise_or.at(bits, inverse, src[rows])
         node_source.append(bits)
@@ -181,8 +192,11 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64) -> Draf
     depth = np.concatenate(node_depth)
     weight = np.concatenate(node_weight)
     source = np.concatenate(node_source)
-    # Top `budget` by weight; ties -> shallower first (keeps the set prefix-closed), then token id.
-    order = np.lexsort((np.arange(len(weight)), token, depth, -weight))[:budget]
+    prob = np.concatenate(node_prob)
+    # Top `budget` by weight among likely nodes; ties -> shallower first (keeps the set
+    # prefix-closed: a parent's weight and probability are never below its child's), then token id.
+    order = np.lexsort((np.arange(len(weight)), token, depth, -weight))
+    order = order[prob[order] >= min_prob - 1e-12][:budget]
     kept = np.zeros(len(weight), dtype=bool)
     kept[order] = True
     for d in range(2, width + 1):  # guard against float rounding: drop any node whose parent is gone

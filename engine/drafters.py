@@ -39,7 +39,9 @@ class RetrievalOptions:
     """Datastore query settings shared by the retrieval drafters (REST defaults).
 
     n_max/n_min: longest/shortest context suffix searched (tokens); draft_len: tokens per
-    continuation; max_matches: occurrences sampled per query; budget: draft tokens per tree.
+    continuation; max_matches: occurrences sampled per query; budget: draft tokens per tree;
+    min_prob: estimated acceptance probability below which a draft node is pruned
+    (:func:`engine.draft_tree.build_draft_tree`).
     """
 
     n_max: int = 16
@@ -47,6 +49,7 @@ class RetrievalOptions:
     draft_len: int = 16
     max_matches: int = 128
     budget: int = 64
+    min_prob: float = 0.0
 
 
 def _retrieval_candidates(datastore, context: np.ndarray, opts: RetrievalOptions, weight: float,
@@ -72,7 +75,7 @@ class RestDrafter:
 
     def propose(self, context: np.ndarray) -> DraftTree:
         cand = _retrieval_candidates(self.common, context, self.opts, 1.0, SOURCE_COMMON)
-        return build_draft_tree([cand] if cand else [], self.opts.budget)
+        return build_draft_tree([cand] if cand else [], self.opts.budget, self.opts.min_prob)
 
     def observe(self, context, tree, path, accepted) -> None:
         pass
@@ -327,7 +330,7 @@ class FastCoderDrafter:
                 for r, c in enumerate(conts):
                     rows[r, :len(c)] = c
                 parts.append(Candidates(rows, np.ones(len(conts)), 1.0, SOURCE_CONTEXT))
-        return build_draft_tree(parts, self.ret.budget)
+        return build_draft_tree(parts, self.ret.budget, self.ret.min_prob)
 
     def observe(self, context, tree, path, accepted) -> None:
         if not self.opts.use_cache:
@@ -344,6 +347,12 @@ class FastCoderDrafter:
             self._chunk_from = end
 
 
+#: FastCoder's default draft-node pruning threshold (``RetrievalOptions.min_prob``). Measured with
+#: tiny-py-coder on pluggy (6 tasks, 128 tokens, 2-core CPU): min_prob 0 -> accepted length 4.46,
+#: 1.17x faster than ar; 0.2 -> 4.43, 1.80x (trees shrink, acceptance barely changes). REST keeps 0.
+FASTCODER_MIN_PROB = 0.2
+
+
 def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=None,
                  cache: FastCoderCache | None = None, **options) -> Drafter:
     """Build the drafter for ``method`` (``rest``, ``copyspec``, ``fastcoder``).
@@ -353,6 +362,8 @@ def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=
     ``gamma``/``copy_len`` for CopySpec. Unknown names raise ``TypeError``.
     """
     options = dict(options)
+    if method == "fastcoder":
+        options.setdefault("min_prob", FASTCODER_MIN_PROB)
     if "draft_budget" in options:
         options["budget"] = options.pop("draft_budget")
     ret_fields = set(RetrievalOptions.__dataclass_fields__)

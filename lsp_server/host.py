@@ -254,6 +254,18 @@ class EngineHost:
             for root in added:
                 self.loader_pool.submit(self._index_folder, root, gen)
 
+    def rebuild_index(self) -> list[str]:
+        """Re-index every workspace folder from scratch in the background (e.g. after a
+        ``.gitignore`` change); completions keep using the old D_r until the new one is attached.
+        Returns the folders queued (empty while the model is not loaded)."""
+        with self._lock:
+            if self.state != "ready":
+                return []
+            gen, roots = self._generation, list(self.folders)
+        for root in roots:
+            self.loader_pool.submit(self._index_folder, root, gen)
+        return roots
+
     def folder_of(self, path: str | None) -> str | None:
         """The deepest workspace folder containing ``path`` (a filesystem path), or None."""
         if not path:

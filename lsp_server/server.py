@@ -34,6 +34,7 @@ SERVER_VERSION = "0.1.0"
 BUFFER_DEBOUNCE_S = 1.0
 STATUS_METHOD = "fastcoder/status"
 REPO_CONTAINS_METHOD = "fastcoder/repoContains"
+REBUILD_INDEX_METHOD = "fastcoder/rebuildIndex"
 
 _LEVELS = {"info": types.MessageType.Info, "warning": types.MessageType.Warning, "error": types.MessageType.Error}
 
@@ -262,6 +263,10 @@ def create_server() -> FastcoderServer:
     @server.feature(STATUS_METHOD)
     def status(ls: FastcoderServer, params: Any) -> dict:
         return ls.host.status()
+
+    @server.feature(REBUILD_INDEX_METHOD)
+    def rebuild_index(ls: FastcoderServer, params: Any) -> dict:
+        return {"folders": ls.host.rebuild_index()}
 
     @server.feature(REPO_CONTAINS_METHOD)
     async def repo_contains(ls: FastcoderServer, params: Any) -> dict:

@@ -148,3 +148,17 @@ def test_cache_records_model_output_every_chunk():
         d.observe(ctx, DraftTree.empty(), [], new)
         ctx = np.concatenate([ctx, new])
     assert cache.num_sequences == 1  # 30 generated tokens -> one chunk of >= 20
+
+
+def test_min_prob_prunes_unlikely_branches_per_source():
+    # D_c: 8 of 10 continuations start 1,2 and 2 start 7; context copy: one continuation 9,9
+    common = Candidates(np.array([[1, 2, 3]] * 6 + [[1, 2, 4]] * 2 + [[7, 8, 8]] * 2), np.ones(10), 1.0, SOURCE_COMMON)
+    copy = Candidates(np.array([[9, 9, -1]]), np.ones(1), 1.0, 8)
+    full = build_draft_tree([common, copy], 64)
+    pruned = build_draft_tree([common, copy], 64, min_prob=0.25)
+    assert full.longest_match([1, 2, 4]) == 3 and full.longest_match([7, 8, 8]) == 3
+    assert pruned.longest_match([1, 2, 3]) == 3          # 0.6 of D_c's continuations
+    assert pruned.longest_match([1, 2, 4]) == 2          # 0.2 < 0.25: leaf pruned
+    assert pruned.longest_match([7]) == 0                # 0.2: branch pruned
+    assert pruned.longest_match([9, 9]) == 2             # the only copy continuation: share 1.0
+    assert len(pruned) == 5

@@ -315,3 +315,12 @@ async def test_method_change_applies(client: LanguageClient):
     line = function_body_starts(text, 1)[0]
     await complete(client, uri, line, 4)
     assert (await request(client, "fastcoder/status"))["last"]["mean_accepted_length"] == pytest.approx(1.0)
+
+
+async def test_rebuild_index_request_reindexes_every_folder(client: LanguageClient):
+    before = await wait_ready(client)
+    answer = await request(client, "fastcoder/rebuildIndex")
+    assert answer["folders"] and Path(answer["folders"][0]).resolve() == WORKSPACE.resolve()
+    after = await wait_ready(client)
+    assert after["repo"][0]["files"] == before["repo"][0]["files"] > 0
+    assert after["repo"][0]["build_ms"] != before["repo"][0]["build_ms"]
