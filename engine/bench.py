@@ -808,7 +808,23 @@ def environment() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "platform": platform.platform(), "cpu": cpu,
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **engine_revision()}
+
+
+def engine_revision() -> dict:
+    """``{"git_commit": sha, "engine_modified": bool}`` of the checkout holding ``engine/`` (which
+    code produced a result); None values outside a git checkout."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10).stdout.strip() or None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "engine_modified": None}
+    return {"git_commit": sha, "engine_modified": bool(dirty) if sha else None}
 
 
 def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: BenchConfig,
@@ -858,7 +874,8 @@ def render_markdown(result: dict) -> str:
     if env:
         lines.append(f"- hardware: {env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
                      f"{env.get('torch_threads')}); torch {env.get('torch')}, transformers "
-                     f"{env.get('transformers')}")
+                     f"{env.get('transformers')}; engine commit {str(env.get('git_commit'))[:10]}"
+                     f"{' (modified)' if env.get('engine_modified') else ''}")
     if result.get("datastores"):
         ds = result["datastores"]
         lines.append(f"- D_r: {ds.get('repo_tokens')} tokens in {ds.get('repo_files')} files; "
