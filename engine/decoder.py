@@ -9,6 +9,7 @@ distributed exactly as the model's own samples (see :mod:`engine.verify`).
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -138,7 +139,7 @@ class SpeculativeDecoder:
         generator = None
         if not params.greedy:
             generator = torch.Generator(device=self.loaded.device)
-            generator.manual_seed(seed if seed is not None else int(torch.seed() % 2**63))
+            generator.manual_seed(seed if seed is not None else secrets.randbits(63))
         drafter = None if self.method == "ar" else self._make_drafter(cache)
         return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache)
 

@@ -10,6 +10,7 @@ token per visited node from the warped distribution and descends while the draw 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -29,9 +30,9 @@ class SamplingParams:
     top_k: int = 0
 
     def __post_init__(self):
-        if self.temperature < 0 or not (0.0 < self.top_p <= 1.0) or self.top_k < 0:
+        if not (0.0 <= self.temperature < math.inf) or not (0.0 < self.top_p <= 1.0) or self.top_k < 0:
             raise ValueError(f"invalid sampling parameters: temperature={self.temperature} "
-                             f"(>= 0), top_p={self.top_p} (in (0, 1]), top_k={self.top_k} (>= 0)")
+                             f"(finite, >= 0), top_p={self.top_p} (in (0, 1]), top_k={self.top_k} (>= 0)")
 
     @property
     def greedy(self) -> bool:

@@ -112,6 +112,7 @@ class EngineHost:
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
         self.counters = collections.Counter()
         self.hits = collections.Counter()
+        self.buffers: dict[str, str] = {}  # path -> unsaved text of open documents (model worker only)
         self.load_ms: float | None = None
         self.ready_at: float | None = None
         self.last_reindex_ms: float | None = None
@@ -232,7 +233,10 @@ class EngineHost:
         pending, index.pending = index.pending, {}
         self._attach(root, ds)
         for path, kind in pending.items():
-            self._apply_file_event(index, path, kind, None)
+            self._apply_file_event(index, path, kind, self.buffers.get(path))
+        for path, text in list(self.buffers.items()):  # a (re)build read the disk: buffers win again
+            if path not in pending and self.folder_of(path) == root:
+                self._apply_file_event(index, path, "changed", text)
 
     def _attach(self, root: str, ds: Any) -> None:
         with self._lock:
@@ -287,6 +291,10 @@ class EngineHost:
         t0 = time.perf_counter()
         done = 0
         for path, kind in events.items():
+            if path in buffers:  # an open document's unsaved text counts until the editor closes it
+                self.buffers[path] = buffers[path]
+            else:
+                self.buffers.pop(path, None)
             root = self.folder_of(path)
             index = self.folders.get(root) if root else None
             if index is None:
@@ -295,7 +303,7 @@ class EngineHost:
                 index.pending[path] = kind
                 continue
             if index.state == "ready":
-                done += self._apply_file_event(index, path, kind, buffers.get(path))
+                done += self._apply_file_event(index, path, kind, self.buffers.get(path))
         if done:
             self.last_reindex_ms = (time.perf_counter() - t0) * 1000
             self.counters["reindexed_files"] += done

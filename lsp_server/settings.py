@@ -94,10 +94,12 @@ def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
     return conv
 
 
-def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
+def _float_in(lo: float, hi: float, lo_open: bool = False) -> Callable[[Any], float]:
     def conv(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= float(v) <= hi:
-            raise _Invalid(f"a number in [{lo}, {hi}]")
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (
+            lo < float(v) <= hi if lo_open else lo <= float(v) <= hi)
+        if not ok:
+            raise _Invalid(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
         return float(v)
 
     return conv
@@ -160,7 +162,7 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "exclude": ("exclude", _globs),
     "device": ("device", _device),
     "temperature": ("temperature", _float_in(0.0, 10.0)),
-    "topP": ("top_p", _float_in(0.0, 1.0)),
+    "topP": ("top_p", _float_in(0.0, 1.0, lo_open=True)),
     "topK": ("top_k", _int_in(0, 1 << 20)),
     "seed": ("seed", _optional(_int_in(0, 2**63 - 1))),
     "maxCachedDocuments": ("max_cached_documents", _int_in(1, 4096)),

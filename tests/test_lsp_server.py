@@ -318,9 +318,10 @@ async def test_method_change_applies(client: LanguageClient):
 
 
 async def test_rebuild_index_request_reindexes_every_folder(client: LanguageClient):
+    await asyncio.sleep(1.5)  # let debounced buffer pushes of open documents land first
     before = await wait_ready(client)
     answer = await request(client, "fastcoder/rebuildIndex")
     assert answer["folders"] and Path(answer["folders"][0]).resolve() == WORKSPACE.resolve()
     after = await wait_ready(client)
-    assert after["repo"][0]["files"] == before["repo"][0]["files"] > 0
+    assert after["repo"][0]["files"] == before["repo"][0]["files"] > 0  # open buffers survive the rebuild
     assert after["repo"][0]["build_ms"] != before["repo"][0]["build_ms"]

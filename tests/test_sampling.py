@@ -234,8 +234,6 @@ def test_invalid_sampling_parameters_raise(tiny_sampling_case, kwargs, name):
         dec.generate(prompt, max_new_tokens=4, **kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: SamplingParams accepts a NaN temperature "
-                                       "(`nan < 0` is False); generate() then fails inside torch.multinomial")
 def test_nan_temperature_raises_value_error(tiny_sampling_case):
     loaded, prompt, _, _ = tiny_sampling_case
     with pytest.raises(ValueError, match="temperature"):
