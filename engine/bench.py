@@ -424,6 +424,7 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
         "cache_bytes": raw["cache_bytes"],
         "lossless": None if reference is None or sampled else divergence is None,
         "first_divergence": divergence,
+        "error": stats.get("error"),
         "token_ids": tokens,
     }
 
@@ -434,7 +435,16 @@ def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, 
     if tokens <= 0:
         return
     for method in methods:
-        run_one(make_decoder(loaded, method, repo_ds, common_ds, extra), method, prompt_ids, tokens)
+        try:
+            run_one(make_decoder(loaded, method, repo_ds, common_ds, extra), method, prompt_ids, tokens)
+        except Exception as err:  # the timed run records it; the warm-up only logs
+            log.warning("warm-up of %s failed: %s", method, err)
+
+
+def failed_run(err: Exception) -> dict:
+    """The raw record of a run that raised: no tokens, the error kept (``lossless`` becomes False)."""
+    return {"token_ids": [], "finish_reason": "error", "stats": {"error": f"{type(err).__name__}: {err}"},
+            "wall_ms": 0.0, "peak_rss_mb": peak_rss_mb(), "cache_bytes": None}
 
 
 def rotate(methods: Sequence[str], k: int) -> list[str]:
@@ -492,9 +502,13 @@ def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchCo
             raw: dict[str, dict] = {}
             for method in rotate(methods, i):
                 bar.set_postfix_str(f"{task.task_id[-40:]} {method}", refresh=False)
-                decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
-                raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens, cfg.sampling,
-                                      cfg.sampling_seed * 100_003 + i if cfg.sampled else None)
+                try:  # one failing method must not lose the whole run
+                    decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
+                    raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens, cfg.sampling,
+                                          cfg.sampling_seed * 100_003 + i if cfg.sampled else None)
+                except Exception as err:
+                    log.error("%s failed on %s: %s", method, task.task_id, err)
+                    raw[method] = failed_run(err)
                 bar.update(1)
             reference = raw[REFERENCE_METHOD]["token_ids"] if REFERENCE_METHOD in raw else None
             for method in methods:
@@ -994,6 +1008,9 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
+    if not Path(args.repo).is_dir():
+        print(f"fastcoder bench: --repo {args.repo!r} is not a folder", file=sys.stderr)
+        return 2
     try:
         loaded = load_model(args.model, device=args.device, dtype=args.dtype)
         budget = args.max_prompt_tokens or _default_prompt_budget(loaded, args.max_new_tokens)

@@ -224,3 +224,34 @@ def test_smoke_all_methods_json_and_broken_decoder(tmp_path, tiny_coder, monkeyp
     assert again["methods"]["copyspec"]["lossless"] is False
     assert {t["first_divergence"] for t in again["methods"]["copyspec"]["per_task"]} == {3}
     assert again["methods"]["rest"]["lossless"] is True and again["methods"]["ar"]["lossless"] is True
+
+
+def test_cli_bad_input_exit_code_2(tmp_path, capsys):
+    assert bench.main(["--repo", str(tmp_path / "missing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    assert bench.main(["--repo", str(tmp_path), "--methods", "ar,medusa"]) == 2
+    assert "unknown method" in capsys.readouterr().err
+    assert bench.main(["--repo", str(tmp_path), "--model", str(tmp_path / "no-model")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_failing_method_is_recorded_not_fatal(tmp_path, tiny_coder, monkeypatch, one_thread):
+    """A decoder that raises on one method: the run completes, that method is not lossless and
+    its per-task records carry the error."""
+    from engine import SpeculativeDecoder
+
+    real_generate = SpeculativeDecoder.generate
+
+    def flaky(self, *args, **kwargs):
+        if self.method == "rest":
+            raise RuntimeError("boom")
+        return real_generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SpeculativeDecoder, "generate", flaky)
+    repo = _real_repo(tmp_path)
+    tasks = bench.extract_tasks(repo, tiny_coder.tokenizer, 1, seed=0)
+    out = bench.benchmark(tiny_coder, repo, tasks, None, _smoke_cfg(methods=("ar", "rest"), headroom=False,
+                                                                    max_new_tokens=4))
+    assert out["methods"]["ar"]["lossless"] is True
+    rest = out["methods"]["rest"]
+    assert rest["lossless"] is False and rest["per_task"][0]["error"] == "RuntimeError: boom"
