@@ -39,7 +39,7 @@ import resource
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -921,7 +921,7 @@ def _headroom_markdown(head: dict | None) -> list[str]:
     if not head:
         return []
     cost = head["verify_cost"]
-    lines = ["", f"## Headroom", "",
+    lines = ["", "## Headroom", "",
              f"Verify cost c(n) = T(n)/T_ar: one forward over n tokens with a tree mask, over one plain "
              f"ar decode step (T_ar = {cost.get('ar_ms', cost['ms'][0]):.2f} ms), on a "
              f"{cost['prompt_tokens']}-token prompt, fastest of {cost.get('repeats', '?')}:", "",

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .draft_tree import SOURCE_NAMES, DraftTree
+from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .model import LoadedModel
 from .verify import SamplingParams, accept, choose_token, compact_cache, tree_forward

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -24,7 +23,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _preimport_engine() -> None:
     try:
-        import engine  # noqa: F401, PLC0415
+        import engine.decoder  # noqa: F401, PLC0415 (imported for its side effect: torch, transformers)
     except Exception as exc:  # reported properly when the model loads
         logging.getLogger("fastcoder.lsp").debug("pre-import of engine failed: %s", exc)
 
@@ -35,11 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
-    # warm the heavy imports (torch, transformers) while the client starts and initializes
-    threading.Thread(target=_preimport_engine, name="fastcoder-preimport", daemon=True).start()
     from .server import create_server  # noqa: PLC0415 (after logging is configured)
 
     server = create_server()
+    # warm the heavy imports (torch, transformers) while the client starts and initializes; on the
+    # single loader thread, so the model load queues behind it (two threads importing transformers
+    # at once can fail inside its lazy module)
+    server.host.loader_pool.submit(_preimport_engine)
     if args.tcp is not None:
         server.start_tcp(args.host, args.tcp)
     else:

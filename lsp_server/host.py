@@ -366,13 +366,19 @@ class EngineHost:
             return dec
 
     def _cache_for(self, uri: str, decoder: Any) -> Any:
-        cache = self._caches.get(uri)
-        if cache is None:
-            cache = decoder.new_cache()
-            self._caches[uri] = cache
-        self._caches.move_to_end(uri)
-        self._trim_caches()
-        return cache
+        with self._lock:  # status() reads the LRU from the message-loop thread
+            cache = self._caches.get(uri)
+            if cache is None:
+                cache = decoder.new_cache()
+                self._caches[uri] = cache
+            self._caches.move_to_end(uri)
+            self._trim_caches()
+            return cache
+
+    def _cache_bytes(self) -> int:
+        with self._lock:
+            caches = list(self._caches.values())
+        return sum(int(getattr(c, "nbytes", 0) or 0) for c in caches)
 
     def _trim_caches(self) -> None:
         while len(self._caches) > self.settings.max_cached_documents:
@@ -380,7 +386,11 @@ class EngineHost:
 
     def drop_document(self, uri: str) -> None:
         """Forget the warm state (cache) of a closed document."""
-        self.model_pool.submit(self._caches.pop, uri, None)
+        def drop() -> None:
+            with self._lock:
+                self._caches.pop(uri, None)
+
+        self.model_pool.submit(drop)
 
     def complete(self, req: CompletionRequest) -> CompletionOutcome:
         """Run one completion (call on the model worker). Never raises: errors give ``text=None``."""
@@ -475,7 +485,7 @@ class EngineHost:
             "cache_hit_rate": (self.hits["cache"] / total_hits) if total_hits else None,
             "hits": dict(self.hits),
             "cached_documents": len(self._caches),
-            "cache_bytes": sum(int(getattr(c, "nbytes", 0) or 0) for c in list(self._caches.values())),
+            "cache_bytes": self._cache_bytes(),
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
             "last": self.last,
@@ -487,6 +497,10 @@ class EngineHost:
             self._generation += 1
         self.model_pool.shutdown(wait=False, cancel_futures=True)
         self.loader_pool.shutdown(wait=False, cancel_futures=True)
+
+class _LoadFailed(Exception):
+    """Model loading failed with a message meant for the user."""
+
 
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
