@@ -173,10 +173,13 @@ class SpeculativeDecoder:
         if not ids:
             bos = getattr(tok, "bos_token_id", None) if tok is not None else None
             bos = bos if bos is not None else getattr(self.loaded.model.config, "bos_token_id", None)
-            if bos is None:
+            if bos is None or not 0 <= int(bos) < self.loaded.vocab_size:
                 raise ValueError("empty prompt, and the model has no BOS token to start from")
             ids = [int(bos)]
-        room = self.loaded.max_positions - max_new_tokens - int(self.options.get("draft_budget", 64)) - 1
+        # room for the new tokens and one draft tree; the same for every method at default settings,
+        # so all methods see the same (left-truncated) prompt
+        tree_room = max(64, int(self.options.get("draft_budget", 64))) + 1
+        room = self.loaded.max_positions - max_new_tokens - tree_room
         room = max(room, 1)
         if len(ids) > room:
             log.warning("prompt of %d tokens is longer than the model allows with %d new tokens; "

@@ -131,3 +131,23 @@ def test_prompt_kv_reuse_across_requests_is_lossless(tiny_coder, real_code_promp
     for c in other:
         dec.generate(ids[:100], max_new_tokens=2, cache=c)
     assert doc.prompt_kv is None, "least recently used document's KV cache must be dropped"
+
+
+def test_bad_prompts_truncate_or_fail_clearly(caplog):
+    loaded = loaded_random("llama", 97, seed=5)  # max_position_embeddings 512
+    dec = SpeculativeDecoder(loaded, method="fastcoder")
+    long_prompt = np.random.default_rng(0).integers(0, 97, 900).tolist()
+    with caplog.at_level("WARNING", logger="engine.decoder"):
+        res = dec.generate(long_prompt, max_new_tokens=8)
+    assert res.stats["truncated_prompt"] and len(res.token_ids) == 8
+    assert res.stats["prompt_tokens"] + 8 <= 512
+    assert any("keeping its last" in r.message for r in caplog.records)
+    kept = res.stats["prompt_tokens"]
+    assert res.token_ids == SpeculativeDecoder(loaded, method="ar").generate(long_prompt[-kept:], 8).token_ids
+    empty = dec.generate([], max_new_tokens=4)  # starts from BOS
+    assert empty.token_ids == SpeculativeDecoder(loaded, method="ar").generate([1], 4).token_ids
+    loaded.model.config.bos_token_id = None
+    with pytest.raises(ValueError, match="empty prompt"):
+        dec.generate([], max_new_tokens=4)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        dec.generate([5, 97], max_new_tokens=4)
