@@ -349,7 +349,7 @@ class EngineHost:
     def _reset_decoders(self) -> None:
         with self._lock:
             self._decoders.clear()
-        self._caches.clear()
+            self._caches.clear()
 
     # ------------------------------------------------------------------ completions
     def _decoder_for(self, folder: str | None) -> Any:
@@ -381,8 +381,9 @@ class EngineHost:
         return sum(int(getattr(c, "nbytes", 0) or 0) for c in caches)
 
     def _trim_caches(self) -> None:
-        while len(self._caches) > self.settings.max_cached_documents:
-            self._caches.popitem(last=False)
+        with self._lock:  # re-entrant: _cache_for already holds it
+            while len(self._caches) > self.settings.max_cached_documents:
+                self._caches.popitem(last=False)
 
     def drop_document(self, uri: str) -> None:
         """Forget the warm state (cache) of a closed document."""
