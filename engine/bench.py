@@ -337,34 +337,6 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
                               common_datastore=common_datastore, **options)
 
 
-class _SizeRecorder:
-    """Wraps a drafter to record the size (draft tokens) of every proposed tree."""
-
-    def __init__(self, drafter, sizes: list[int]):
-        self.drafter, self.sizes = drafter, sizes
-
-    def reset(self, prompt: np.ndarray) -> None:
-        self.drafter.reset(prompt)
-
-    def propose(self, context: np.ndarray):
-        tree = self.drafter.propose(context)
-        self.sizes.append(len(tree))
-        return tree
-
-    def observe(self, context, tree, path, accepted) -> None:
-        self.drafter.observe(context, tree, path, accepted)
-
-
-def _record_draft_sizes(decoder) -> list[int]:
-    """Hook the decoder's drafter factory so tree sizes get recorded (until the decoder reports
-    ``stats["draft_sizes"]`` itself); the list fills during ``generate``."""
-    sizes: list[int] = []
-    make = getattr(decoder, "_make_drafter", None)
-    if make is not None and getattr(decoder, "method", None) in ("rest", "copyspec", "fastcoder"):
-        decoder._make_drafter = lambda cache: _SizeRecorder(make(cache), sizes)
-    return sizes
-
-
 def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int,
             sampling: dict | None = None, seed: int | None = None) -> dict:
     """Generate once (greedy, or sampled with ``sampling`` = temperature/top_p/top_k and ``seed``)
@@ -375,16 +347,14 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     model and datastores included).
     """
     cache = decoder.new_cache() if METHOD_SPECS[method][0] == "fastcoder" else None
-    sizes = _record_draft_sizes(decoder)
     reset_peak_rss()
     start = time.perf_counter()
     res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
                            **(sampling or {"temperature": 0.0}))
     wall_ms = (time.perf_counter() - start) * 1000.0
     stats = dict(res.stats or {})
-    if "draft_sizes" not in stats:
-        stats["draft_sizes"] = sizes if sizes or method != REFERENCE_METHOD else \
-            [0] * int(stats.get("forward_passes", 0))
+    if method == REFERENCE_METHOD and not stats.get("draft_sizes"):  # ar verifies no draft tokens
+        stats["draft_sizes"] = [0] * int(stats.get("forward_passes", 0))
     return {"token_ids": [int(t) for t in res.token_ids], "finish_reason": res.finish_reason,
             "stats": stats, "wall_ms": wall_ms, "peak_rss_mb": peak_rss_mb(),
             "cache_bytes": int(getattr(cache, "nbytes", 0) or 0) if cache is not None else None}
