@@ -1,4 +1,8 @@
-"""The ``fastcoder`` command: generate, index build, bench, demo.
+"""The engine's commands (generate, index build, bench), registered into the ``fastcoder`` command.
+
+The top-level :mod:`fastcoder.cli` composes these with the commands that need the language server
+(``demo``, ``bench-latency``): the engine never imports ``lsp_server``. ``python -m engine`` runs the
+engine's commands alone.
 
 Errors a person can fix (a model that does not load, a bad datastore, a missing file) print one
 line on stderr and exit with status 2; no traceback wall.
@@ -76,21 +80,22 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=lambda args: bench.run(args))
 
 
-def _add_demo(sub) -> None:
-    p = sub.add_parser("demo", help="headless demo: drive the language server like an editor would",
-                       add_help=False)
-    p.set_defaults(func=None, demo=True)
+def add_commands(sub) -> None:
+    """Register the engine's subcommands on an ``argparse`` subparsers object."""
+    _add_generate(sub)
+    _add_index(sub)
+    _add_bench(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extra=()) -> argparse.ArgumentParser:
+    """The ``fastcoder`` parser: the engine's commands plus ``extra`` (callables taking the subparsers)."""
     parser = argparse.ArgumentParser(prog="fastcoder",
                                      description="Lossless retrieval-based speculative decoding for code LLMs.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_generate(sub)
-    _add_index(sub)
-    _add_bench(sub)
-    _add_demo(sub)
+    add_commands(sub)
+    for register in extra:
+        register(sub)
     return parser
 
 
@@ -190,12 +195,13 @@ def cmd_index_build(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, extra=()) -> int:
+    """Parse ``argv`` and run the command; returns the exit status (2 for a :class:`CLIError`).
+
+    ``extra``: more command registrars (see :func:`build_parser`), as :mod:`fastcoder.cli` passes.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "demo":  # the demo parses its own arguments
-        demo = importlib.import_module("lsp_server.demo")
-        return int(demo.main(argv[1:]) or 0)
-    parser = build_parser()
+    parser = build_parser(extra)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)

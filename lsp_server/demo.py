@@ -344,9 +344,7 @@ def _print_report(rows: list[DemoRow], messages: list[str]) -> None:
         print(f"server message: {m}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Options of ``fastcoder demo``."""
-    p = argparse.ArgumentParser(prog="fastcoder demo", description=__doc__.split("\n")[0])
+def _add_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--repo", required=True, help="repository to open as the workspace")
     p.add_argument("--file", help="file to type into (relative to --repo); default: the one with most functions")
     p.add_argument("--model", help="model path or hub id (default: $FASTCODER_MODEL, ../shared/models/tiny-py-coder)")
@@ -361,13 +359,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``fastcoder demo``; returns the exit status (0 ok, 1 server failure, 2 bad arguments)."""
-    args = build_parser().parse_args(argv)
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``fastcoder demo``."""
+    return _add_options(argparse.ArgumentParser(prog="fastcoder demo", description=__doc__.split("\n")[0]))
+
+
+def add_command(sub) -> None:
+    """Register ``demo`` on the ``fastcoder`` command's subparsers (see :mod:`fastcoder.cli`)."""
+    p = sub.add_parser("demo", help="headless demo: drive the language server like an editor would",
+                       description=__doc__.split("\n")[0])
+    _add_options(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run_demo(args))
     except KeyboardInterrupt:
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``fastcoder demo``; returns the exit status (0 ok, 1 server failure, 2 bad arguments)."""
+    return _run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":
