@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -43,10 +44,27 @@ def main(argv: list[str] | None = None) -> int:
     server.host.loader_pool.submit(_preimport_engine)
     if args.tcp is not None:
         server.start_tcp(args.host, args.tcp)
-    else:
-        server.start_io()
-    return 0
+        return 0
+    server.start_io()
+    return server.exit_code
+
+
+def _exit_now(code: int) -> None:
+    """Exit without waiting for worker threads: one stuck in a blocking read (a FIFO in the
+    workspace, a hung file system) must not keep the process alive after ``exit``."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed by the transport already
+            pass
+    os._exit(code)
+
+
+def run() -> None:
+    """The ``fastcoder-lsp`` console script: :func:`main`, then exit at once with its status."""
+    _exit_now(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

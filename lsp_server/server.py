@@ -24,6 +24,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .host import MAX_DOCUMENT_CHARS, CompletionRequest, EngineHost
+from .protocol import FastcoderProtocol, serve
 from .repo_watch import RepoWatcher
 from .settings import SECTION, Settings, parse_settings
 
@@ -43,6 +44,7 @@ class FastcoderServer(LanguageServer):
     """pygls server holding the :class:`EngineHost`, the file watcher and per-document request state."""
 
     def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("protocol_cls", FastcoderProtocol)
         super().__init__(*args, **kwargs)
         self.host = EngineHost(notify=self._notify_threadsafe, progress=self._progress_threadsafe)
         self.watcher = RepoWatcher(self._on_file_batch)
@@ -52,6 +54,36 @@ class FastcoderServer(LanguageServer):
         self._progress_queue: asyncio.Queue | None = None
         self._shown: set[str] = set()
         self._pull_config = False
+
+    # ---- transport
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """Serve LSP over stdio with :func:`lsp_server.protocol.serve` (resynchronising framing, an
+        answer for every request) instead of pygls' reader loop; returns at end of input or ``exit``."""
+        import sys  # noqa: PLC0415
+
+        from pygls.io_ import StdinAsyncReader, StdoutWriter  # noqa: PLC0415
+
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(serve(self.protocol, reader, self._stop_event))
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    @property
+    def exit_code(self) -> int:
+        """0 after ``shutdown`` then ``exit``, else 1 (LSP: exit without shutdown, or end of input)."""
+        return self.protocol.exit_code
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Log errors instead of pygls' generic "Error in server" pop-up: requests already get an
+        error response, and a malformed notification is the client's bug, not the user's."""
+        log.error("%s: %s", getattr(source, "__name__", source), error)
 
     # ---- messages and progress (callable from any thread)
     def _notify_threadsafe(self, level: str, message: str) -> None:
