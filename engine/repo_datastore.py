@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,16 +65,27 @@ _TOKENIZE_BATCH_CHARS = 2_000_000
 def read_source_text(path: str | os.PathLike, max_file_bytes: int = 1_000_000) -> str | None:
     """The text of ``path`` if it is an indexable text file, else None.
 
-    None for: unreadable, larger than ``max_file_bytes`` bytes, a NUL byte in the first 8 KiB
-    (binary), or not valid UTF-8. Never raises.
+    None for: not a regular file (a FIFO, socket or device is never read: opening is non-blocking
+    and the type is checked on the open descriptor, so a FIFO cannot block the caller), a symlink
+    loop, unreadable, larger than ``max_file_bytes`` bytes, a NUL byte in the first 8 KiB (binary),
+    or not valid UTF-8. Never raises.
     """
     try:
-        if os.path.getsize(path) > max_file_bytes:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_file_bytes:
             return None
-        with open(path, "rb") as fh:
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
             data = fh.read(max_file_bytes + 1)
     except OSError:
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > max_file_bytes or b"\x00" in data[:_BINARY_SNIFF_BYTES]:
         return None
     try:
@@ -90,11 +102,10 @@ def has_source_extension(name: str) -> bool:
 
 
 def _load_gitignore(directory: Path) -> pathspec.PathSpec | None:
-    try:
-        lines = (directory / ".gitignore").read_text("utf-8", errors="replace").splitlines()
-    except OSError:
+    text = read_source_text(directory / ".gitignore")  # never blocks on a FIFO named .gitignore
+    if text is None:
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
 
 
 @dataclass

@@ -36,6 +36,16 @@ def tiny_coder():
 
 
 @pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """tiny-py-coder's tokenizer alone (found relative to the clone, like :data:`TINY_CODER`)."""
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(TINY_CODER))
+
+
+@pytest.fixture(scope="session")
 def real_code_prompts(tiny_coder):
     """(file name, prompt token ids) at several positions of several real third-party files."""
     prompts = []

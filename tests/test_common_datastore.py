@@ -11,13 +11,9 @@ from engine.common_datastore import (build_common_datastore, corpus_files, corpu
                                      load_common_datastore, tokenizer_fingerprint)
 from engine.datastore import Datastore, DatastoreError
 
-MODEL = "/work/shared/models/tiny-py-coder"
-
-
 @pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(MODEL)
+def tokenizer(tiny_tokenizer):
+    return tiny_tokenizer
 
 
 @pytest.fixture()

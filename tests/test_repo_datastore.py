@@ -11,13 +11,9 @@ import pytest
 from engine.datastore import DatastoreError, Retrieval
 from engine.repo_datastore import ChunkEncoder, RepoDatastore, read_source_text, split_chunks
 
-MODEL = "/work/shared/models/tiny-py-coder"
-
-
 @pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(MODEL)
+def tokenizer(tiny_tokenizer):
+    return tiny_tokenizer
 
 
 def ids(tokenizer, text):

@@ -1,0 +1,76 @@
+"""Hostile workspaces (issue #12): special files never block indexing or the server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import pytest
+
+from conftest import TINY_CODER
+from engine.repo_datastore import RepoDatastore, read_source_text
+from lsp_raw import RawServer
+
+
+def _hostile_tree(root):
+    (root / "good.py").write_text("def ok():\n    return 1\n")
+    os.mkfifo(root / "late.py")
+    os.mkfifo(root / ".gitignore")  # a FIFO where the ignore file should be
+    (root / "loop.py").symlink_to(root / "loop.py")  # ELOOP
+    (root / "dangling.py").symlink_to(root / "missing.py")
+    sub = root / "sub"
+    sub.mkdir()
+    (sub / "up").symlink_to(root, target_is_directory=True)  # a directory loop
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "sock.py"))
+    return sock
+
+
+def test_special_files_are_never_read_and_never_block(tmp_path, tiny_tokenizer):
+    sock = _hostile_tree(tmp_path)
+    try:
+        for name in ("late.py", ".gitignore", "loop.py", "dangling.py", "sock.py"):
+            assert read_source_text(tmp_path / name) is None, name
+        done = threading.Event()
+        result = {}
+
+        def build():
+            result["ds"] = RepoDatastore.build(tmp_path, tiny_tokenizer)
+            done.set()
+
+        threading.Thread(target=build, daemon=True).start()
+        assert done.wait(60), "indexing blocked on a special file"
+        assert result["ds"].files() == ["good.py"]
+    finally:
+        sock.close()
+
+
+@pytest.mark.slow
+def test_a_fifo_in_the_workspace_does_not_hang_the_server(tmp_path):
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sock = _hostile_tree(ws)
+    server = RawServer(cwd=tmp_path)
+    try:
+        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none"})
+        status = server.wait_ready()
+        assert status["state"] == "ready"
+        os.mkfifo(ws / "later.py")  # created while the server runs: the watcher sees it
+        uri = (ws / "good.py").as_uri()
+        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                "text": (ws / "good.py").read_text()}})
+        server.notify("textDocument/didSave", {"textDocument": {"uri": (ws / "later.py").as_uri()}})
+        answer = server.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4}, "context": {"triggerKind": 1}},
+            timeout=60)
+        assert "result" in answer
+        repo = server.request("fastcoder/status")["result"]["repo"]
+        assert repo and repo[0]["state"] == "ready"
+        assert server.close() == 0  # shutdown + exit end the process
+    finally:
+        sock.close()
+        if server.proc.poll() is None:
+            server.proc.kill()
