@@ -14,16 +14,20 @@ changed corpus or tokenizer gets a new datastore and a stale one is never loaded
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from .datastore import FORMAT_VERSION, Datastore, DatastoreError
+from .datastore import FORMAT_VERSION, Datastore, DatastoreError, remove_stale_temporaries
 from .repo_datastore import SourceFilter, read_source_text, tokenize_texts
+
+log = logging.getLogger(__name__)
 
 __all__ = ["tokenizer_fingerprint", "build_common_datastore", "load_common_datastore",
            "stdlib_root", "corpus_files", "corpus_fingerprint", "default_cache_dir"]
@@ -97,7 +101,8 @@ def _default_out(tokenizer, root: Path, files: list[Path]) -> Path:
 
 
 def build_common_datastore(tokenizer, corpus: str | os.PathLike | None = None,
-                           out: str | os.PathLike | None = None, progress: bool = True) -> Path:
+                           out: str | os.PathLike | None = None, progress: bool = True,
+                           on_progress: Callable[[int, int], None] | None = None) -> Path:
     """Tokenise a corpus and save it as a :class:`~engine.datastore.Datastore` directory.
 
     Args:
@@ -105,20 +110,22 @@ def build_common_datastore(tokenizer, corpus: str | os.PathLike | None = None,
         corpus: directory of source files; None = the running Python's standard library.
         out: output directory; None = the cache path described in the module docstring.
         progress: tqdm progress bar on stderr while tokenising.
+        on_progress: called with (files done, files in all) while tokenising (e.g. LSP $/progress).
     Returns the output directory. Raises DatastoreError for a missing corpus or an empty one.
     Cost (2 cores): ~60-70 s for the CPython 3.11 stdlib (8.6M tokens), dominated by tokenisation.
     """
     root, files = corpus_files(corpus)
     out_path = Path(out) if out is not None else _default_out(tokenizer, root, files)
     fp = tokenizer_fingerprint(tokenizer)
-    docs = _tokenize_corpus(tokenizer, files, progress, desc=f"D_c {root.name or root}")
+    docs = _tokenize_corpus(tokenizer, files, progress, desc=f"D_c {root.name or root}", on_progress=on_progress)
     if not docs:
         raise DatastoreError(f"corpus {root} has no readable source files")
     ds = Datastore.from_documents(docs, len(tokenizer), tokenizer_fingerprint=fp)
     return ds.save(out_path)
 
 
-def _tokenize_corpus(tokenizer, files: list[Path], progress: bool, desc: str) -> list[np.ndarray]:
+def _tokenize_corpus(tokenizer, files: list[Path], progress: bool, desc: str,
+                     on_progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
     bar = None
     if progress:
         from tqdm import tqdm
@@ -137,6 +144,8 @@ def _tokenize_corpus(tokenizer, files: list[Path], progress: bool, desc: str) ->
                 docs.extend(tokenize_texts(tokenizer, batch))
                 if bar is not None:
                     bar.update(i + 1 - bar.n)
+                if on_progress is not None:
+                    on_progress(i + 1, len(files))
                 batch, chars = [], 0
     finally:
         if bar is not None:
@@ -145,14 +154,18 @@ def _tokenize_corpus(tokenizer, files: list[Path], progress: bool, desc: str) ->
 
 
 def load_common_datastore(tokenizer, spec: str | os.PathLike | None, build_if_missing: bool = True,
-                          progress: bool = True) -> Datastore | None:
+                          progress: bool = True,
+                          on_progress: Callable[[int, int], None] | None = None,
+                          on_rebuild: Callable[[str], None] | None = None) -> Datastore | None:
     """D_c from a setting value.
 
     ``spec``: None or ``"none"`` -> None (no D_c); ``"stdlib"`` -> the cached standard-library
-    datastore for this tokenizer, built first if missing and ``build_if_missing``; any other value ->
-    a datastore directory, loaded memory-mapped with the tokenizer fingerprint checked.
-    Raises DatastoreError (one line) when the datastore is missing (and not built), unreadable,
-    corrupt or for another tokenizer.
+    datastore for this tokenizer, built first if missing and ``build_if_missing``; a cached copy that
+    fails validation (corrupt, truncated, an older format) is reported through ``on_rebuild`` and
+    rebuilt; any other value -> a datastore directory, loaded with the tokenizer fingerprint checked.
+    ``on_progress(done, total)``: files tokenised while building.
+    Raises DatastoreError (one line, saying how to fix it) when the datastore is missing (and not
+    built), unreadable, corrupt or for another tokenizer.
     """
     if spec is None:
         return None
@@ -163,18 +176,31 @@ def load_common_datastore(tokenizer, spec: str | os.PathLike | None, build_if_mi
     if spec_s.lower() == "stdlib":
         root, files = corpus_files(None)
         path = default_cache_dir() / f"{fp}-{corpus_fingerprint(root, files)}"
-        if not (path / "meta.json").is_file():
-            if not build_if_missing:
-                raise DatastoreError(f"no standard-library datastore for this tokenizer at {path}; "
-                                     f"build it with build_if_missing=True or `fastcoder index`")
-            t0 = time.perf_counter()
-            build_common_datastore(tokenizer, None, path, progress)
-            if progress:
-                print(f"fastcoder: built the stdlib common datastore in {time.perf_counter() - t0:.1f} s "
-                      f"at {path}", file=sys.stderr)
+        remove_stale_temporaries(path)
+        if (path / "meta.json").is_file():
+            try:
+                return Datastore.load(path, tokenizer_fingerprint=fp)
+            except DatastoreError as exc:
+                if not build_if_missing:
+                    raise
+                message = f"the cached standard-library datastore is unusable ({exc}); rebuilding it"
+                log.warning(message)
+                if on_rebuild is not None:
+                    on_rebuild(message)
+        elif not build_if_missing:
+            raise DatastoreError(f"no standard-library datastore for this tokenizer at {path}; "
+                                 f"build it with build_if_missing=True or `fastcoder index build`")
+        t0 = time.perf_counter()
+        build_common_datastore(tokenizer, None, path, progress, on_progress=on_progress)
+        if progress:
+            print(f"fastcoder: built the stdlib common datastore in {time.perf_counter() - t0:.1f} s "
+                  f"at {path}", file=sys.stderr)
         return Datastore.load(path, tokenizer_fingerprint=fp)
     path = Path(spec_s).expanduser()
     if not path.exists():
         raise DatastoreError(f"common datastore {spec_s!r} not found (expected 'stdlib', 'none' or a "
                              f"datastore directory)")
-    return Datastore.load(path, tokenizer_fingerprint=fp)
+    try:
+        return Datastore.load(path, tokenizer_fingerprint=fp)
+    except DatastoreError as exc:
+        raise DatastoreError(f"{exc}; rebuild it with `fastcoder index build --corpus DIR --out {path}`") from None

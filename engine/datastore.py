@@ -395,7 +395,8 @@ class Datastore:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        remove_stale_temporaries(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent))
         try:
             np.save(tmp / "tokens.npy", self._tokens, allow_pickle=False)
             np.save(tmp / "sa.npy", self._sa, allow_pickle=False)
@@ -412,13 +413,18 @@ class Datastore:
                 "crc32": {"tokens": _crc32(self._tokens), "sa": _crc32(self._sa)},
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+            for name in ("tokens.npy", "sa.npy", "meta.json"):
+                _fsync(tmp / name)
+            _fsync(tmp)
             if path.exists():
                 old = path.with_name(f".{path.name}.old-{os.getpid()}")
+                shutil.rmtree(old, ignore_errors=True)
                 path.rename(old)
                 tmp.rename(path)
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 tmp.rename(path)
+            _fsync(path.parent)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -426,10 +432,11 @@ class Datastore:
 
     @classmethod
     def load(cls, path: str | os.PathLike, tokenizer_fingerprint: str | None = None,
-             mmap: bool = True) -> "Datastore":
-        """Load a datastore written by :meth:`save`, memory-mapped by default, and validate it.
+             mmap: bool | None = None) -> "Datastore":
+        """Load a datastore written by :meth:`save` and validate it.
 
-        ``tokenizer_fingerprint``: if given, must equal the stored one.
+        ``tokenizer_fingerprint``: if given, must equal the stored one. ``mmap``: True maps the
+        arrays, False reads them; None (default) maps only stores above :data:`MMAP_MIN_BYTES`.
         Raises DatastoreError (one line) for: missing/unreadable directory or files, unknown format
         version, tokenizer fingerprint mismatch (expected vs found), truncated or corrupt arrays
         (shape, dtype or crc32 mismatch), token ids out of range, inconsistent document count.
@@ -455,6 +462,8 @@ class Datastore:
                                  f"(width {width}) for vocab_size {vocab}")
         if sa_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise DatastoreError(f"datastore {path}: unsupported suffix-array dtype {sa_dtype}")
+        if mmap is None:  # map only large stores: a mapped file truncated under us would SIGBUS
+            mmap = n * (tok_dtype.itemsize + sa_dtype.itemsize) > MMAP_MIN_BYTES
         tokens = _load_array(path / "tokens.npy", tok_dtype, n, crcs.get("tokens"), mmap)
         sa = _load_array(path / "sa.npy", sa_dtype, n, crcs.get("sa"), mmap)
         if n:
@@ -501,6 +510,58 @@ def _build_sa(tokens: np.ndarray) -> np.ndarray:
     if width > 1:
         out = out[(out & (width - 1)) == 0]
     return out
+
+
+#: Datastores whose arrays are larger than this (bytes) are memory-mapped by :meth:`Datastore.load`;
+#: smaller ones are read into memory, so that a file truncated or rewritten under a running server
+#: cannot kill it with SIGBUS (the stdlib D_c is ~52 MB).
+MMAP_MIN_BYTES = 512 * 1024 * 1024
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file or directory to disk (best effort: some file systems refuse directories)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Delete what an interrupted :meth:`Datastore.save` of ``path`` left beside it.
+
+    A save writes ``.NAME.tmp-PID-*`` and, while replacing, ``.NAME.old-PID``; a kill -9 leaves
+    them. Those whose writer process no longer runs are removed. Returns the removed paths.
+    """
+    path = Path(path)
+    removed = []
+    if not path.parent.is_dir():
+        return removed
+    for entry in path.parent.glob(f".{path.name}.*"):
+        rest = entry.name[len(path.name) + 2:]
+        kind, _, tail = rest.partition("-")
+        pid_text = tail.split("-", 1)[0]
+        if kind not in ("tmp", "old") or not pid_text.isdigit():
+            continue
+        if not _pid_alive(int(pid_text)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def _crc32(arr: np.ndarray) -> int:

@@ -169,7 +169,13 @@ class EngineHost:
         try:
             from engine.common_datastore import load_common_datastore  # noqa: PLC0415
 
-            return load_common_datastore(loaded.tokenizer, settings.common_datastore, build_if_missing=True)
+            def report(done: int, total: int) -> None:
+                self.progress("common", f"building the common datastore: {done}/{total} files",
+                              30 + (29 * done) // max(total, 1), False)
+
+            return load_common_datastore(loaded.tokenizer, settings.common_datastore, build_if_missing=True,
+                                         progress=False, on_progress=report,
+                                         on_rebuild=lambda message: self.notify("warning", f"fastcoder: {message}"))
         except Exception as exc:
             msg = f"fastcoder.commonDatastore {settings.common_datastore!r} unusable ({exc}); continuing without D_c"
             log.warning(msg)
