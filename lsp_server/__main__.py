@@ -11,6 +11,10 @@ import os
 import sys
 
 
+#: Python's GIL switch interval in the server (seconds; the interpreter's default is 0.005).
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options: ``--tcp PORT`` (debugging), ``--host``, ``--log-level``."""
     parser = argparse.ArgumentParser(prog="fastcoder-lsp", description="fastcoder inline-completion language server")
@@ -36,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
     from .server import create_server  # noqa: PLC0415 (after logging is configured)
+
+    # Indexing threads run Python loops while the model worker runs a forward pass, which hands the
+    # GIL back and forth hundreds of times; at the default 5 ms switch interval each hand-off can
+    # cost up to 5 ms (a 20 ms completion took 1.6 s during a 5,000-file checkout).
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
     server = create_server()
     # warm the heavy imports (torch, transformers) while the client starts and initializes; on the

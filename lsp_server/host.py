@@ -5,9 +5,12 @@ objects and calls :meth:`EngineHost.complete` on the single model-worker thread;
 and progress back to it. Threads:
 
 - ``fastcoder-loader`` (1 thread): loads the model, loads/builds D_c, builds each folder's D_r.
-- ``fastcoder-model`` (1 thread): every call into the decoder and every D_r update/remove, so decoding never
-  sees a datastore mid-update and at most one generation runs at a time.
-- watchdog observer + debouncer threads (``lsp_server.repo_watch``) only hand file events to the model
+- ``fastcoder-model`` (1 thread): every call into the decoder, so at most one generation runs at a time.
+- ``fastcoder-index`` (1 thread): every D_r update/remove and attach. Events are coalesced per path while
+  it works; a batch touching more than ``settings.max_incremental_files`` files of a folder rebuilds that
+  folder's D_r instead. D_r is searched lock-free over immutable snapshots, so a completion never waits
+  behind indexing (a ``git checkout`` of thousands of files).
+- watchdog observer + debouncer threads (``lsp_server.repo_watch``) only hand file events to the index
   worker.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -107,7 +111,14 @@ class EngineHost:
         self._lock = threading.RLock()
         self._generation = 0
         self.model_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-model")
-        self.loader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-loader")
+        self.loader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-loader",
+                                              initializer=_lower_thread_priority)
+        self.index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-index",
+                                             initializer=_lower_thread_priority)
+        self._events_lock = threading.Lock()
+        self._pending_events: dict[str, tuple[str, str | None, bool]] = {}  # path -> (kind, buffer, has buffer)
+        self._drain_scheduled = False
+        self.rescans = 0
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
         self.counters = collections.Counter()
@@ -220,7 +231,7 @@ class EngineHost:
                               60 + (35 * done) // max(total, 1), False)
 
             ds = RepoDatastore.build(root, self.loaded.tokenizer, exclude=list(self.settings.exclude),
-                                     progress=report)
+                                     max_file_bytes=self.settings.max_file_bytes, progress=report)
         except Exception as exc:
             log.exception("indexing %s failed", root)
             index.state, index.error = "error", f"indexing {root} failed: {exc}"
@@ -231,8 +242,8 @@ class EngineHost:
         index.build_ms = (time.perf_counter() - t0) * 1000
         log.info("indexed %s: %s tokens, %s files in %.0f ms", root, getattr(ds, "num_tokens", "?"),
                  getattr(ds, "num_files", "?"), index.build_ms)
-        # attach on the model worker so no decode sees a half-attached datastore
-        self.model_pool.submit(self._attach_built, root, index, ds).result()
+        # attach on the index worker, which owns every D_r change (decoders see whole snapshots)
+        self.index_pool.submit(self._attach_built, root, index, ds).result()
 
     def _attach_built(self, root: str, index: FolderIndex, ds: Any) -> None:
         index.datastore, index.state = ds, "ready"
@@ -287,33 +298,67 @@ class EngineHost:
         return best
 
     def file_events(self, events: dict[str, str], buffers: dict[str, str] | None = None) -> Future:
-        """Apply file events ``{path: "changed" | "deleted"}`` to the D_r of their folders on the model worker.
+        """Queue file events ``{path: "changed" | "deleted"}`` for the D_r of their folders (index worker).
 
         buffers: ``{path: text}`` for open documents whose unsaved text is what counts (else the file on
-        disk is read). Returns the future of the batch (result: number of files updated or removed)."""
-        return self.model_pool.submit(self._apply_events, dict(events), dict(buffers or {}))
+        disk is read). Events queued while the worker is busy are coalesced per path (the latest wins).
+        Returns a future resolved once these events are applied (result: files updated or removed)."""
+        buffers = buffers or {}
+        with self._events_lock:
+            for path, kind in events.items():
+                self._pending_events[path] = (kind, buffers.get(path), path in buffers)
+            schedule = not self._drain_scheduled
+            self._drain_scheduled = True
+        if schedule:
+            self._drain_future = self.index_pool.submit(self._drain_events)
+        return self._drain_future
 
-    def _apply_events(self, events: dict[str, str], buffers: dict[str, str]) -> int:
+    def _drain_events(self) -> int:
+        with self._events_lock:
+            batch, self._pending_events = self._pending_events, {}
+            self._drain_scheduled = False
+        if not batch:
+            return 0
         t0 = time.perf_counter()
         done = 0
-        for path, kind in events.items():
-            if path in buffers:  # an open document's unsaved text counts until the editor closes it
-                self.buffers[path] = buffers[path]
+        by_folder: dict[str | None, list[str]] = collections.defaultdict(list)
+        for path, (kind, text, has_buffer) in batch.items():
+            if has_buffer:  # an open document's unsaved text counts until the editor closes it
+                self.buffers[path] = text
             else:
                 self.buffers.pop(path, None)
-            root = self.folder_of(path)
+            by_folder[self.folder_of(path)].append(path)
+        for root, paths in by_folder.items():
             index = self.folders.get(root) if root else None
             if index is None:
                 continue
             if index.state == "indexing":
-                index.pending[path] = kind
+                index.pending.update({p: batch[p][0] for p in paths})
                 continue
-            if index.state == "ready":
-                done += self._apply_file_event(index, path, kind, self.buffers.get(path))
+            if index.state != "ready":
+                continue
+            if len(paths) > self.settings.max_incremental_files:
+                log.info("%d files changed in %s: rebuilding its D_r", len(paths), root)
+                self.counters["rebuilds"] += 1
+                self.loader_pool.submit(self._index_folder, root, self._generation)
+                continue
+            for path in paths:
+                done += self._apply_file_event(index, path, batch[path][0], self.buffers.get(path))
         if done:
             self.last_reindex_ms = (time.perf_counter() - t0) * 1000
             self.counters["reindexed_files"] += done
         return done
+
+    def rescan(self, reason: str) -> list[str]:
+        """Rebuild every folder's D_r from the disk (events were lost, e.g. an inotify queue overflow)."""
+        self.rescans += 1
+        self.notify("info", f"fastcoder: {reason}; re-indexing the workspace")
+        return self.rebuild_index()
+
+    def pending_file_events(self) -> int:
+        """File events queued for the index worker (not applied yet)."""
+        with self._events_lock:
+            return len(self._pending_events)
 
     def _apply_file_event(self, index: FolderIndex, path: str, kind: str, text: str | None) -> int:
         """One D_r change: ``text`` is an open buffer's content, None reads the file from disk (the
@@ -495,6 +540,10 @@ class EngineHost:
             "cache_bytes": self._cache_bytes(),
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
+            "index": {"pending_file_events": self.pending_file_events(), "rescans": self.rescans,
+                      "rebuilds": self.counters["rebuilds"],
+                      "limits": {"maxIncrementalFiles": self.settings.max_incremental_files,
+                                 "maxFileBytes": self.settings.max_file_bytes}},
             "last": self.last,
         }
 
@@ -504,6 +553,16 @@ class EngineHost:
             self._generation += 1
         self.model_pool.shutdown(wait=False, cancel_futures=True)
         self.loader_pool.shutdown(wait=False, cancel_futures=True)
+        self.index_pool.shutdown(wait=False, cancel_futures=True)
+
+def _lower_thread_priority() -> None:
+    """Renice the calling thread (Linux schedules threads as tasks) so that indexing and loading yield
+    the CPU to the model worker and the message loop; a no-op where that is not possible."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
 
 class _LoadFailed(Exception):
     """Model loading failed with a message meant for the user."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
+from watchdog.events import (FileClosedEvent, FileCreatedEvent, FileDeletedEvent, FileModifiedEvent,
+                             FileMovedEvent, FileSystemEvent, PatternMatchingEventHandler)
 from watchdog.observers import Observer
 from watchdog.utils.event_debouncer import EventDebouncer
 
@@ -22,6 +23,25 @@ IGNORED_DIRS = (".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "
                 ".pytest_cache", ".tox", "build", "dist", ".idea", ".vscode")
 IGNORE_PATTERNS = [f"**/{d}/**" for d in IGNORED_DIRS] + ["**/*.tmp", "**/*~", "**/*.swp", "**/*.pyc"]
 DEBOUNCE_S = 0.2
+#: The only events D_r needs. watchdog turns this into the inotify mask, so opens and reads of the
+#: workspace (a grep, a test run) never reach the kernel queue, which used to overflow and drop edits.
+EVENT_FILTER = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent]
+
+
+class _OverflowListener(logging.Handler):
+    """watchdog reports a kernel queue overflow only in a log line ("Inotify queue overflowed"); this
+    handler on its logger turns that line into a callback, so lost events trigger a rescan."""
+
+    def __init__(self, callback: Callable[[], None]):
+        super().__init__(logging.WARNING)
+        self.callback = callback
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            try:
+                self.callback()
+            except Exception:  # never raise into watchdog's thread
+                log.exception("overflow callback failed")
 
 
 def coalesce(events: list[FileSystemEvent]) -> dict[str, str]:
@@ -58,8 +78,13 @@ class RepoWatcher:
     """Watches workspace folders; calls ``on_batch({path: "changed" | "deleted"})`` after each quiet period
     of ``debounce_s`` seconds. ``add``/``remove`` folders at any time; ``stop()`` ends both threads."""
 
-    def __init__(self, on_batch: Callable[[dict[str, str]], None], debounce_s: float = DEBOUNCE_S):
+    def __init__(self, on_batch: Callable[[dict[str, str]], None], debounce_s: float = DEBOUNCE_S,
+                 on_overflow: Callable[[], None] | None = None):
         self._on_batch = on_batch
+        self._overflow_listener = None
+        if on_overflow is not None:
+            self._overflow_listener = _OverflowListener(on_overflow)
+            logging.getLogger("watchdog.observers.inotify_c").addHandler(self._overflow_listener)
         self._debouncer = EventDebouncer(debounce_s, self._flush)
         self._observer = Observer()
         self._watches: dict[str, object] = {}
@@ -82,7 +107,8 @@ class RepoWatcher:
                 self._debouncer.start()
                 self._observer.start()
                 self._started = True
-            self._watches[root] = self._observer.schedule(_Collector(self._debouncer), root, recursive=True)
+            self._watches[root] = self._observer.schedule(_Collector(self._debouncer), root, recursive=True,
+                                                          event_filter=EVENT_FILTER)
             return True
         except Exception as exc:  # vanished folder, inotify limit, ...
             log.warning("cannot watch %s: %s", root, exc)
@@ -99,6 +125,9 @@ class RepoWatcher:
 
     def stop(self) -> None:
         """Stop the observer and the debouncer threads."""
+        if self._overflow_listener is not None:
+            logging.getLogger("watchdog.observers.inotify_c").removeHandler(self._overflow_listener)
+            self._overflow_listener = None
         if not self._started:
             return
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -36,6 +37,7 @@ BUFFER_DEBOUNCE_S = 1.0
 STATUS_METHOD = "fastcoder/status"
 REPO_CONTAINS_METHOD = "fastcoder/repoContains"
 REBUILD_INDEX_METHOD = "fastcoder/rebuildIndex"
+REPO_CONTAINS_MAX_CHARS = 4096
 
 _LEVELS = {"info": types.MessageType.Info, "warning": types.MessageType.Warning, "error": types.MessageType.Error}
 
@@ -47,7 +49,8 @@ class FastcoderServer(LanguageServer):
         kwargs.setdefault("protocol_cls", FastcoderProtocol)
         super().__init__(*args, **kwargs)
         self.host = EngineHost(notify=self._notify_threadsafe, progress=self._progress_threadsafe)
-        self.watcher = RepoWatcher(self._on_file_batch)
+        self.watcher = RepoWatcher(self._on_file_batch,
+                                   on_overflow=lambda: self.host.rescan("file events were lost (inotify queue overflow)"))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.inflight: dict[str, threading.Event] = {}
         self._buffer_timers: dict[str, asyncio.TimerHandle] = {}
@@ -305,6 +308,8 @@ def create_server() -> FastcoderServer:
         text = getattr(params, "text", None)
         if not isinstance(text, str) or not text or ls.host.state != "ready":
             return {"folders": []}
+        if len(text) > REPO_CONTAINS_MAX_CHARS:  # a debug request must not hold the model worker
+            raise JsonRpcInvalidParams(f"text longer than {REPO_CONTAINS_MAX_CHARS} characters")
         found = await asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.repo_contains, text)
         return {"folders": found}
 

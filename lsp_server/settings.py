@@ -25,7 +25,7 @@ RELOAD_KEYS = ("model", "device", "common_datastore")
 # Settings whose change only needs new decoders (cheap, done at once).
 DECODER_KEYS = ("method",)
 # Settings whose change needs the repository datastores D_r to be rebuilt.
-REINDEX_KEYS = ("repo_index", "exclude")
+REINDEX_KEYS = ("repo_index", "exclude", "max_file_bytes")
 
 
 def default_model_name(start: Path | None = None) -> str:
@@ -71,6 +71,8 @@ class Settings:
     top_k: int = 0
     seed: int | None = None
     max_cached_documents: int = 32
+    max_incremental_files: int = 200
+    max_file_bytes: int = 1_000_000
 
     def resolved_model(self) -> str:
         """The model name or path to load: the setting, else :func:`default_model_name`."""
@@ -166,6 +168,8 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "topK": ("top_k", _int_in(0, 1 << 20)),
     "seed": ("seed", _optional(_int_in(0, 2**63 - 1))),
     "maxCachedDocuments": ("max_cached_documents", _int_in(1, 4096)),
+    "maxIncrementalFiles": ("max_incremental_files", _int_in(1, 1 << 20)),
+    "maxFileBytes": ("max_file_bytes", _int_in(1024, 1 << 30)),
 }
 
 

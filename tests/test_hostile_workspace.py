@@ -74,3 +74,69 @@ def test_a_fifo_in_the_workspace_does_not_hang_the_server(tmp_path):
         sock.close()
         if server.proc.poll() is None:
             server.proc.kill()
+
+
+@pytest.mark.slow
+def test_a_checkout_of_many_files_does_not_block_completions_and_d_r_converges(tmp_path):
+    """Rewriting 1,500 files at once (a `git checkout`): the completion asked meanwhile is answered
+    from the index as it was (it used to wait behind every file's update), and D_r converges."""
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from measure_hostile import write_repo  # noqa: PLC0415
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write_repo(ws, 1500, 0)
+    (ws / "main.py").write_text("def main(request):\n    value = request.get('key_1')\n")
+    server = RawServer(cwd=tmp_path)
+    try:
+        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "maxIncrementalFiles": 100})
+        assert server.wait_ready()["state"] == "ready"
+        uri = (ws / "main.py").as_uri()
+        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                "text": (ws / "main.py").read_text()}})
+        params = {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
+                  "context": {"triggerKind": 1}}
+        server.request("textDocument/inlineCompletion", params, timeout=120)  # warm
+        write_repo(ws, 1500, 1)
+        t = time.perf_counter()
+        answer = server.request("textDocument/inlineCompletion", params, timeout=120)
+        assert "result" in answer and time.perf_counter() - t < 5.0
+        deadline = time.perf_counter() + 120
+        while time.perf_counter() < deadline:
+            found = server.request("fastcoder/repoContains", {"text": "retries=1):\n    value"})["result"]["folders"]
+            status = server.request("fastcoder/status")["result"]
+            if found and found[0]["found"] and status["index"]["pending_file_events"] == 0:
+                break
+            with server._cond:
+                server._cond.wait(0.2)
+        else:
+            pytest.fail("D_r did not converge to the files on disk")
+        assert status["index"]["rebuilds"] >= 1
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+
+
+def test_an_inotify_overflow_triggers_a_rescan(tmp_path):
+    """watchdog reports a kernel queue overflow only in its log; the watcher turns it into a callback."""
+    import logging  # noqa: PLC0415
+
+    from lsp_server.repo_watch import RepoWatcher  # noqa: PLC0415
+
+    overflows = threading.Event()
+    watcher = RepoWatcher(lambda batch: None, on_overflow=overflows.set)
+    try:
+        logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+        assert overflows.is_set()
+    finally:
+        watcher.stop()
+    overflows.clear()
+    logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed")
+    assert not overflows.is_set(), "a stopped watcher must not listen any more"
