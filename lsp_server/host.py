@@ -73,6 +73,7 @@ class FolderIndex:
         self.error: str | None = None
         self.pending: dict[str, str] = {}  # path -> "changed" | "deleted" seen while indexing
         self.build_ms: float | None = None
+        self.builds = 0  # D_r builds attached so far (a client waits for this to grow after rebuildIndex)
 
     def summary(self) -> dict:
         ds = self.datastore
@@ -81,6 +82,7 @@ class FolderIndex:
             "tokens": int(getattr(ds, "num_tokens", 0) or 0) if ds is not None else 0,
             "files": int(getattr(ds, "num_files", 0) or 0) if ds is not None else 0,
             "build_ms": self.build_ms,
+            "builds": self.builds,
             "error": self.error,
         }
 
@@ -247,6 +249,7 @@ class EngineHost:
 
     def _attach_built(self, root: str, index: FolderIndex, ds: Any) -> None:
         index.datastore, index.state = ds, "ready"
+        index.builds += 1
         pending, index.pending = index.pending, {}
         self._attach(root, ds)
         for path, kind in pending.items():

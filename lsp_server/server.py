@@ -297,7 +297,7 @@ def create_server() -> FastcoderServer:
 
     @server.feature(STATUS_METHOD)
     def status(ls: FastcoderServer, params: Any) -> dict:
-        return ls.host.status()
+        return {**ls.host.status(), "pending_buffer_pushes": len(ls._buffer_timers)}
 
     @server.feature(REBUILD_INDEX_METHOD)
     def rebuild_index(ls: FastcoderServer, params: Any) -> dict:

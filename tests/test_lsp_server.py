@@ -317,11 +317,23 @@ async def test_method_change_applies(client: LanguageClient):
     assert (await request(client, "fastcoder/status"))["last"]["mean_accepted_length"] == pytest.approx(1.0)
 
 
+async def wait_quiet(client: LanguageClient, timeout: float = 60.0) -> dict:
+    """Status once no debounced buffer push and no file event is waiting to reach D_r."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = await wait_ready(client, timeout)
+        if st["pending_buffer_pushes"] == 0 and st["index"]["pending_file_events"] == 0:
+            return st
+        assert time.monotonic() < deadline, f"D_r never settled: {st}"
+        await asyncio.sleep(0.1)
+
+
 async def test_rebuild_index_request_reindexes_every_folder(client: LanguageClient):
-    await asyncio.sleep(1.5)  # let debounced buffer pushes of open documents land first
-    before = await wait_ready(client)
+    before = await wait_quiet(client)  # debounced buffer pushes of open documents have landed
     answer = await request(client, "fastcoder/rebuildIndex")
     assert answer["folders"] and Path(answer["folders"][0]).resolve() == WORKSPACE.resolve()
-    after = await wait_ready(client)
+    deadline = time.monotonic() + 120
+    while (after := await wait_quiet(client))["repo"][0]["builds"] <= before["repo"][0]["builds"]:
+        assert time.monotonic() < deadline, "the rebuilt D_r was never attached"
+        await asyncio.sleep(0.1)
     assert after["repo"][0]["files"] == before["repo"][0]["files"] > 0  # open buffers survive the rebuild
-    assert after["repo"][0]["build_ms"] != before["repo"][0]["build_ms"]
