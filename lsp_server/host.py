@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .postprocess import CursorContext, generation_stop, postprocess
+from .postprocess import CursorContext, generation_stop, postprocess, strip_healed, whole_lines
 from .prompt import build_fim_prompt, model_max_tokens, prompt_budget
 from .settings import DECODER_KEYS, REINDEX_KEYS, RELOAD_KEYS, Settings
 
@@ -465,15 +465,23 @@ class EngineHost:
         tok = self.loaded.tokenizer
         decoder = self._decoder_for(req.folder)
         budget = prompt_budget(s.max_prompt_tokens, model_max_tokens(self.loaded.model.config, tok), s.max_new_tokens)
-        prompt = build_fim_prompt(tok, req.prefix, req.suffix, budget)
+        heal = decoder.token_bytes if s.token_healing and decoder.method != "hf-prompt-lookup" else None
+        prompt = build_fim_prompt(tok, req.prefix, req.suffix, budget, heal=heal)
         ctx = CursorContext.from_split(req.prefix, req.suffix)
         cache = self._cache_for(req.uri, decoder)  # FastCoder CACHE and the prompt's KV cache
+        deadline = time.monotonic() + s.deadline_ms / 1000 if s.deadline_ms else None
         res = decoder.generate(prompt.token_ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature,
                                top_p=s.top_p, top_k=s.top_k, seed=s.seed, stop=generation_stop(s.stop_at, ctx),
-                               cache=cache, cancel=req.cancel)
+                               cache=cache, cancel=req.cancel, deadline=deadline, constraint=prompt.healed)
         if res.finish_reason == "cancelled":
             return self._outcome(req, None, "cancelled", dict(res.stats))
-        text = postprocess(res.text, ctx, s.stop_at)
+        raw = res.text
+        if prompt.healed:
+            self.counters["healed_prompts"] += 1
+            raw = strip_healed(raw, prompt.healed)
+        if res.finish_reason == "deadline":
+            raw = whole_lines(raw)
+        text = postprocess(raw, ctx, s.stop_at)
         return self._outcome(req, text, res.finish_reason, dict(res.stats), record=True)
 
     def _outcome(self, req: CompletionRequest, text: str | None, reason: str, stats: dict,

@@ -106,3 +106,18 @@ def postprocess(text: str, ctx: CursorContext, stop_at: str = "line") -> str | N
     if ctx.line_suffix.strip() and text.strip() == ctx.line_suffix.strip():
         return None
     return text
+
+
+def strip_healed(text: str, healed: bytes) -> str:
+    """The generated text after the bytes token healing removed from the prompt (it starts with them:
+    the decoder constrained it); ``text`` unchanged if it does not (a constraint no token could spell)."""
+    raw = text.encode("utf-8")
+    return raw[len(healed):].decode("utf-8", errors="ignore") if raw.startswith(healed) else text
+
+
+def whole_lines(text: str) -> str:
+    """The complete lines of a generation cut by its deadline: up to and including the last newline
+    (the line being written is dropped); "" when no line is complete. A suggestion is never a
+    half-written line."""
+    cut = text.rfind("\n")
+    return text[:cut + 1] if cut >= 0 else ""

@@ -50,7 +50,8 @@ class FimPrompt:
 
     token_ids: list[int] (the whole prompt, special tokens included); template: the FimTemplate name or
     ``"prefix-only"``; prefix_tokens / suffix_tokens: how many tokens of each side were kept;
-    truncated: True when either side was cut to fit the budget.
+    truncated: True when either side was cut to fit the budget; healed: the bytes token healing removed
+    from the end of the prefix (the generation must start with them; b"" when not healed).
     """
 
     token_ids: list[int]
@@ -58,6 +59,7 @@ class FimPrompt:
     prefix_tokens: int
     suffix_tokens: int
     truncated: bool
+    healed: bytes = b""
 
 
 def _vocab(tokenizer: Any) -> dict[str, int]:
@@ -108,11 +110,14 @@ def build_fim_prompt(
     suffix: str,
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
     suffix_fraction: float = SUFFIX_FRACTION,
+    heal: Any = None,
 ) -> FimPrompt:
     """Build the FIM prompt for a cursor between ``prefix`` and ``suffix`` (document text, str).
 
     max_prompt_tokens: total budget in tokens, special tokens included (>= 8). The suffix gets at most
-    ``suffix_fraction`` of the rest; the prefix gets everything else. Returns a :class:`FimPrompt`.
+    ``suffix_fraction`` of the rest; the prefix gets everything else. heal: an
+    :class:`engine.healing.TokenBytes` to back the prefix up to a token boundary (token healing; the
+    removed bytes are in ``FimPrompt.healed``), or None. Returns a :class:`FimPrompt`.
     Raises ValueError when max_prompt_tokens < 8.
     """
     if max_prompt_tokens < 8:
@@ -120,7 +125,7 @@ def build_fim_prompt(
     found = detect_fim_template(tokenizer)
     bos_id = getattr(tokenizer, "bos_token_id", None)
     if found is None:
-        return _prefix_only(tokenizer, prefix, max_prompt_tokens)
+        return _healed(_prefix_only(tokenizer, prefix, max_prompt_tokens), heal, 0)
     tpl, (pre_id, suf_id, mid_id) = found
     head = [bos_id] if tpl.bos and bos_id is not None else []
     budget = max_prompt_tokens - 3 - len(head)
@@ -129,8 +134,23 @@ def build_fim_prompt(
     suffix_cut = len(suffix_ids) > suffix_budget or len(suffix) > suffix_budget * _CHARS_PER_TOKEN_BOUND
     suffix_ids = suffix_ids[:suffix_budget]
     prefix_ids, prefix_cut = anchored_tail_ids(tokenizer, prefix, budget - len(suffix_ids))
+    healed = b""
+    if heal is not None and prefix_ids:
+        from engine.healing import heal_tail  # noqa: PLC0415
+
+        prefix_ids, healed = heal_tail(heal, prefix_ids)
     ids = head + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
-    return FimPrompt(ids, tpl.name, len(prefix_ids), len(suffix_ids), prefix_cut or suffix_cut)
+    return FimPrompt(ids, tpl.name, len(prefix_ids), len(suffix_ids), prefix_cut or suffix_cut, healed)
+
+
+def _healed(prompt: FimPrompt, heal: Any, start: int) -> FimPrompt:
+    """A prefix-only prompt with its tail healed (see :func:`build_fim_prompt`)."""
+    if heal is None or not prompt.token_ids:
+        return prompt
+    from engine.healing import heal_tail  # noqa: PLC0415
+
+    ids, healed = heal_tail(heal, prompt.token_ids[start:])
+    return FimPrompt(prompt.token_ids[:start] + ids, prompt.template, len(ids), 0, prompt.truncated, healed)
 
 
 def _prefix_only(tokenizer: Any, prefix: str, max_prompt_tokens: int) -> FimPrompt:

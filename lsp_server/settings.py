@@ -72,6 +72,8 @@ class Settings:
     seed: int | None = None
     max_cached_documents: int = 32
     max_incremental_files: int = 200
+    token_healing: bool = True
+    deadline_ms: int = 0
     max_file_bytes: int = 1_000_000
 
     def resolved_model(self) -> str:
@@ -169,6 +171,8 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "seed": ("seed", _optional(_int_in(0, 2**63 - 1))),
     "maxCachedDocuments": ("max_cached_documents", _int_in(1, 4096)),
     "maxIncrementalFiles": ("max_incremental_files", _int_in(1, 1 << 20)),
+    "tokenHealing": ("token_healing", _bool),
+    "deadlineMs": ("deadline_ms", _int_in(0, 600_000)),
     "maxFileBytes": ("max_file_bytes", _int_in(1024, 1 << 30)),
 }
 

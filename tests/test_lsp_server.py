@@ -18,7 +18,7 @@ from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lsp_server.demo import function_body_starts, to_plain
-from lsp_server.postprocess import CursorContext, generation_stop, postprocess
+from lsp_server.postprocess import CursorContext, generation_stop, postprocess, strip_healed
 from lsp_server.prompt import build_fim_prompt
 
 MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
@@ -122,11 +122,12 @@ def expected_greedy(loaded, text: str, line: int, character: int, max_new: int =
     lines = text.split("\n")
     offset = sum(len(ln) + 1 for ln in lines[:line]) + character
     prefix, suffix = text[:offset], text[offset:]
-    prompt = build_fim_prompt(loaded.tokenizer, prefix, suffix, PROMPT_BUDGET)
+    decoder = SpeculativeDecoder(loaded, method="ar")
+    prompt = build_fim_prompt(loaded.tokenizer, prefix, suffix, PROMPT_BUDGET, heal=decoder.token_bytes)
     ctx = CursorContext.from_split(prefix, suffix)
-    res = SpeculativeDecoder(loaded, method="ar").generate(prompt.token_ids, max_new_tokens=max_new,
-                                                            stop=generation_stop(stop_at, ctx))
-    return postprocess(res.text, ctx, stop_at)
+    res = decoder.generate(prompt.token_ids, max_new_tokens=max_new, stop=generation_stop(stop_at, ctx),
+                           constraint=prompt.healed)
+    return postprocess(strip_healed(res.text, prompt.healed), ctx, stop_at)
 
 
 # ------------------------------------------------------------------------------------------- tests
