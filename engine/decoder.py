@@ -170,6 +170,36 @@ class SpeculativeDecoder:
         return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache,
                               deadline, remaining)
 
+    @torch.inference_mode()
+    def warm(self, prompt: str | Sequence[int], cache: FastCoderCache, max_new_tokens: int = 128,
+             cancel: threading.Event | None = None, chunk_tokens: int = 128) -> int:
+        """Prefill ``prompt`` into the document's prompt KV cache ahead of a request (warm cache).
+
+        The prompt (truncated as :meth:`generate` would with ``max_new_tokens``) is run through the
+        model in chunks of ``chunk_tokens`` tokens on top of whatever prefix the cache already holds;
+        ``cancel`` is checked between chunks, so a completion that needs the model waits at most one
+        chunk's forward. What was filled stays in ``cache`` (``prompt_ids``/``prompt_kv``), and a later
+        :meth:`generate` with ``cache`` prefills only past the longest common prefix. Output is
+        unchanged by warming (the KV entries are the ones a cold prefill computes).
+
+        Returns:
+            The number of prompt tokens (int) the cache holds afterwards.
+        """
+        if self.method == "hf-prompt-lookup":
+            return 0
+        ids, _ = self._prompt_ids(prompt, max_new_tokens)
+        target = len(ids) - 1  # generate() always re-runs the last prompt token for its logits
+        kv, filled = self._reuse_prompt_kv(cache, ids)
+        model = self.loaded.model
+        while filled < target and not (cancel is not None and cancel.is_set()):
+            end = min(target, filled + max(1, int(chunk_tokens)))
+            chunk = torch.tensor([ids[filled:end]], dtype=torch.long, device=self.loaded.device)
+            model(input_ids=chunk, past_key_values=kv, use_cache=True, logits_to_keep=1)
+            filled = end
+        if filled >= 16:
+            self._keep_prompt_kv(cache, ids[:filled], kv)
+        return filled if filled >= 16 else 0
+
     # ----------------------------------------------------------------------------- internals
     def _prompt_ids(self, prompt, max_new_tokens: int) -> tuple[list[int], bool]:
         tok = self.loaded.tokenizer

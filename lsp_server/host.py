@@ -121,6 +121,7 @@ class EngineHost:
         self._pending_events: dict[str, tuple[str, str | None, bool]] = {}  # path -> (kind, buffer, has buffer)
         self._drain_scheduled = False
         self.rescans = 0
+        self._background_cancel = threading.Event()
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
         self.counters = collections.Counter()
@@ -416,6 +417,7 @@ class EngineHost:
                 repo = index.datastore if index is not None and index.state == "ready" else None
                 dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
                                          common_datastore=self.common)
+                dec.max_prompt_kv_documents = self.settings.warm_documents
                 self._decoders[folder] = dec
             return dec
 
@@ -460,13 +462,54 @@ class EngineHost:
             self.counters["errors"] += 1
             return self._outcome(req, None, f"error: {exc}", {})
 
-    def _complete(self, req: CompletionRequest) -> CompletionOutcome:
+    def _prompt_for(self, req: CompletionRequest, decoder: Any) -> Any:
         s = self.settings
         tok = self.loaded.tokenizer
-        decoder = self._decoder_for(req.folder)
         budget = prompt_budget(s.max_prompt_tokens, model_max_tokens(self.loaded.model.config, tok), s.max_new_tokens)
         heal = decoder.token_bytes if s.token_healing and decoder.method != "hf-prompt-lookup" else None
-        prompt = build_fim_prompt(tok, req.prefix, req.suffix, budget, heal=heal)
+        return build_fim_prompt(tok, req.prefix, req.suffix, budget, heal=heal)
+
+    # ------------------------------------------------------------------ warm cache
+    def preempt_background(self) -> None:
+        """Stop the running background prefill (if any) at its next chunk: a completion needs the model."""
+        with self._lock:
+            self._background_cancel.set()
+
+    def warm(self, req: CompletionRequest) -> Future | None:
+        """Prefill the prompt a completion at ``req``'s cursor would use into the document's KV cache, in
+        the background on the model worker (:meth:`engine.decoder.SpeculativeDecoder.warm`, in chunks).
+        Any completion submitted later preempts it within one chunk (:meth:`preempt_background`).
+        Returns the job's future (result: prompt tokens held warm), or None when warming is off."""
+        if not self.settings.warm_cache or self.state != "ready":
+            return None
+        with self._lock:
+            self._background_cancel.set()  # a newer warm-up replaces an older one
+            req.cancel = self._background_cancel = threading.Event()
+        return self.model_pool.submit(self._warm, req)
+
+    def _warm(self, req: CompletionRequest) -> int:
+        if req.cancel.is_set() or self.state != "ready" or self.loaded is None:
+            return 0
+        try:
+            decoder = self._decoder_for(req.folder)
+            prompt = self._prompt_for(req, decoder)
+            cache = self._cache_for(req.uri, decoder)
+            t0 = time.perf_counter()
+            filled = decoder.warm(prompt.token_ids, cache, self.settings.max_new_tokens, cancel=req.cancel,
+                                  chunk_tokens=self.settings.warm_chunk_tokens)
+        except Exception:
+            log.exception("background prefill failed")
+            return 0
+        self.counters["warm_prefills"] += 1
+        if req.cancel.is_set():
+            self.counters["warm_preempted"] += 1
+        log.debug("warmed %s: %d prompt tokens in %.0f ms", req.uri, filled, (time.perf_counter() - t0) * 1000)
+        return filled
+
+    def _complete(self, req: CompletionRequest) -> CompletionOutcome:
+        s = self.settings
+        decoder = self._decoder_for(req.folder)
+        prompt = self._prompt_for(req, decoder)
         ctx = CursorContext.from_split(req.prefix, req.suffix)
         cache = self._cache_for(req.uri, decoder)  # FastCoder CACHE and the prompt's KV cache
         deadline = time.monotonic() + s.deadline_ms / 1000 if s.deadline_ms else None
@@ -491,10 +534,12 @@ class EngineHost:
         if reason == "cancelled":
             self.counters["cancelled"] += 1
         if record:
+            self.counters["prompt_tokens"] += int(stats.get("prompt_tokens") or 0)
+            self.counters["reused_prompt_tokens"] += int(stats.get("reused_prompt_tokens") or 0)
             self.last = {"uri": req.uri, "latency_ms": latency, "finish_reason": reason,
                          **{k: stats.get(k) for k in ("new_tokens", "forward_passes", "mean_accepted_length",
                                                       "prefill_ms", "decode_ms", "retrieval_ms", "hits",
-                                                      "prompt_tokens")}}
+                                                      "prompt_tokens", "reused_prompt_tokens")}}
             self.latencies_ms.append(latency)
             mal = stats.get("mean_accepted_length")
             if isinstance(mal, (int, float)):
@@ -551,6 +596,8 @@ class EngineHost:
             "cache_bytes": self._cache_bytes(),
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
+            "warm_prompt_share": (self.counters["reused_prompt_tokens"] / self.counters["prompt_tokens"]
+                                  if self.counters["prompt_tokens"] else None),
             "index": {"pending_file_events": self.pending_file_events(), "rescans": self.rescans,
                       "rebuilds": self.counters["rebuilds"],
                       "limits": {"maxIncrementalFiles": self.settings.max_incremental_files,

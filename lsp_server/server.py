@@ -26,6 +26,7 @@ from pygls.uris import to_fs_path
 
 from .host import MAX_DOCUMENT_CHARS, CompletionRequest, EngineHost
 from .protocol import FastcoderProtocol, serve
+from .typethrough import Suggestion, type_through
 from .repo_watch import RepoWatcher
 from .settings import SECTION, Settings, parse_settings
 
@@ -34,6 +35,8 @@ log = logging.getLogger("fastcoder.lsp")
 SERVER_NAME = "fastcoder-lsp"
 SERVER_VERSION = "0.1.0"
 BUFFER_DEBOUNCE_S = 1.0
+WARM_DEBOUNCE_S = 0.3  # idle time after an edit before the document's prompt is prefilled
+WARM_OPEN_CHARS = 3000  # on open, the prompt for a cursor this far in is prefilled (all of a small file)
 STATUS_METHOD = "fastcoder/status"
 REPO_CONTAINS_METHOD = "fastcoder/repoContains"
 REBUILD_INDEX_METHOD = "fastcoder/rebuildIndex"
@@ -52,7 +55,9 @@ class FastcoderServer(LanguageServer):
         self.watcher = RepoWatcher(self._on_file_batch,
                                    on_overflow=lambda: self.host.rescan("file events were lost (inotify queue overflow)"))
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.inflight: dict[str, threading.Event] = {}
+        self.inflight: dict[str, InFlight] = {}
+        self.shown: dict[str, Suggestion] = {}  # per document: the last suggestion answered
+        self._warm_timers: dict[str, asyncio.TimerHandle] = {}
         self._buffer_timers: dict[str, asyncio.TimerHandle] = {}
         self._progress_queue: asyncio.Queue | None = None
         self._shown: set[str] = set()
@@ -167,6 +172,30 @@ class FastcoderServer(LanguageServer):
         if path and doc is not None and len(doc.source) <= MAX_DOCUMENT_CHARS and "\0" not in doc.source:
             self.host.file_events({path: "changed"}, buffers={path: doc.source})
 
+    # ---- warm cache
+    def schedule_warm(self, uri: str, offset: int | None, delay: float = WARM_DEBOUNCE_S) -> None:
+        """Prefill the prompt for a cursor at ``offset`` (None: the document's start region) after
+        ``delay`` seconds without further edits, in the background (:meth:`EngineHost.warm`)."""
+        old = self._warm_timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        if self.loop is not None and self.host.settings.warm_cache:
+            self._warm_timers[uri] = self.loop.call_later(delay, self._warm_now, uri, offset)
+
+    def _warm_now(self, uri: str, offset: int | None) -> None:
+        self._warm_timers.pop(uri, None)
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None or uri in self.inflight or self.host.state != "ready":
+            return
+        source = doc.source
+        if len(source) > MAX_DOCUMENT_CHARS or "\0" in source:
+            return
+        if offset is None:  # no cursor yet: the region a first request most likely shares
+            offset = min(len(source), WARM_OPEN_CHARS)
+        offset = max(0, min(len(source), offset))
+        self.host.warm(CompletionRequest(uri=uri, version=doc.version, prefix=source[:offset],
+                                         suffix=source[offset:], folder=self.host.folder_of(uri_to_path(uri))))
+
     # ---- folders and settings
     def folder_paths(self) -> list[str]:
         """Filesystem paths of the workspace folders (the root path when the client sent no folders)."""
@@ -245,15 +274,18 @@ def create_server() -> FastcoderServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: FastcoderServer, params: types.DidOpenTextDocumentParams) -> None:
-        pass  # pygls' built-in handler stores the document; D_r already holds the file from disk
+        # pygls' built-in handler stores the document; D_r already holds the file from disk
+        ls.schedule_warm(params.text_document.uri, None, delay=0.0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FastcoderServer, params: types.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
+        doc = ls.workspace.text_documents.get(uri)
         prev = ls.inflight.get(uri)
-        if prev is not None:
-            prev.set()  # the running completion is for an older version: stop it now
+        if prev is not None and (doc is None or not prev.continued_by(doc)):
+            prev.cancel.set()  # the running completion no longer fits the text: stop it now
         ls.schedule_buffer_update(uri)
+        ls.schedule_warm(uri, _edit_end_offset(doc, params.content_changes))
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: FastcoderServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -262,9 +294,11 @@ def create_server() -> FastcoderServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: FastcoderServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        timer = ls._buffer_timers.pop(uri, None)
-        if timer is not None:
-            timer.cancel()
+        for timers in (ls._buffer_timers, ls._warm_timers):
+            timer = timers.pop(uri, None)
+            if timer is not None:
+                timer.cancel()
+        ls.shown.pop(uri, None)
         ls.host.drop_document(uri)
         path = uri_to_path(uri)
         if path:
@@ -315,8 +349,9 @@ def create_server() -> FastcoderServer:
 
     @server.feature(types.SHUTDOWN)
     def on_shutdown(ls: FastcoderServer, params: Any) -> None:
-        for ev in list(ls.inflight.values()):
-            ev.set()
+        for flight in list(ls.inflight.values()):
+            flight.cancel.set()
+        ls.host.preempt_background()
         ls.watcher.stop()
         ls.host.shutdown()
 
@@ -373,23 +408,103 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
         return _empty()
     offset = doc.offset_at_position(pos)
     path = uri_to_path(uri)
-    req = CompletionRequest(uri=uri, version=doc.version, prefix=source[:offset], suffix=source[offset:],
+    prefix, suffix = source[:offset], source[offset:]
+    line_prefix = prefix[prefix.rfind("\n") + 1:]
+    line_suffix = suffix.split("\n", 1)[0]
+    settings = ls.host.settings
+    if settings.type_through:
+        rest = type_through(ls.shown.get(uri), uri, pos.line, line_prefix, line_suffix)
+        if rest is None:
+            rest = await _type_through_inflight(ls, uri, pos.line, line_prefix, line_suffix)
+        if rest is not None:
+            ls.host.counters["type_through"] += 1
+            return _items(rest, pos)
+    req = CompletionRequest(uri=uri, version=doc.version, prefix=prefix, suffix=suffix,
                             folder=ls.host.folder_of(path))
     previous = ls.inflight.get(uri)
     if previous is not None:
-        previous.set()  # cancel-previous: the older request stops within one forward and answers empty
-    ls.inflight[uri] = req.cancel
+        previous.cancel.set()  # cancel-previous: the older request stops within one forward and answers empty
+    flight = InFlight(req.cancel, pos.line, line_prefix, line_suffix)
+    ls.inflight[uri] = flight
+    ls.host.preempt_background()  # a background prefill yields the model within one chunk
     try:
-        outcome = await asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.complete, req)
+        flight.future = asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.complete, req)
+        outcome = await flight.future
     except asyncio.CancelledError:
-        req.cancel.set()  # $/cancelRequest: stop decoding; pygls answers -32800
+        # $/cancelRequest (pygls answers -32800): stop decoding, unless the user typed on along the line
+        # since (VS Code cancels on every keystroke): then the next request types through the answer
+        current = ls.workspace.text_documents.get(uri)
+        if not (settings.type_through and current is not None and flight.continued_by(current, grown=True)):
+            req.cancel.set()
+            if flight.future is not None and flight.future.cancelled():  # it never reached the model
+                ls.host.counters["cancelled"] += 1
         raise
     finally:
-        if ls.inflight.get(uri) is req.cancel:
+        if ls.inflight.get(uri) is flight:
             del ls.inflight[uri]
+    if outcome.text is not None:
+        ls.shown[uri] = Suggestion(uri, pos.line, line_prefix, line_suffix, outcome.text)
     current = ls.workspace.text_documents.get(uri)
     if outcome.text is None or current is None or current.version != req.version:
         return _empty()
     log.debug("completion %s:%d:%d %.0f ms %r", uri, pos.line, pos.character, outcome.latency_ms, outcome.text)
+    return _items(outcome.text, pos)
+
+
+def _items(text: str, pos: types.Position) -> types.InlineCompletionList:
     return types.InlineCompletionList(items=[types.InlineCompletionItem(
-        insert_text=outcome.text, range=types.Range(start=pos, end=pos))])
+        insert_text=text, range=types.Range(start=pos, end=pos))])
+
+
+class InFlight:
+    """A completion running for a document: its cancel event, cursor line and line text around the cursor,
+    and (once submitted) the future of its outcome."""
+
+    def __init__(self, cancel: threading.Event, line: int, line_prefix: str, line_suffix: str):
+        self.cancel, self.line, self.line_prefix, self.line_suffix = cancel, line, line_prefix, line_suffix
+        self.future: asyncio.Future | None = None
+
+    def continued_by(self, doc: Any, grown: bool = False) -> bool:
+        """Whether the document's cursor line still starts with this request's line prefix and ends
+        with its line suffix (the user typed on at the cursor, or nothing changed there): its answer may
+        still be typed through. ``grown``: only if characters were typed since."""
+        lines = doc.lines
+        if self.line >= len(lines):
+            return False
+        text = lines[self.line].rstrip("\r\n")
+        extra = len(text) - len(self.line_prefix) - len(self.line_suffix)
+        return text.startswith(self.line_prefix) and text.endswith(self.line_suffix) and \
+            extra >= (1 if grown else 0)
+
+
+async def _type_through_inflight(ls: FastcoderServer, uri: str, line: int, line_prefix: str,
+                                 line_suffix: str) -> str | None:
+    """When the completion still running for ``uri`` was asked on this line before the characters typed
+    since, wait for it (instead of restarting) and type through its answer."""
+    flight = ls.inflight.get(uri)
+    if flight is None or flight.future is None or flight.line != line or flight.line_suffix != line_suffix \
+            or not line_prefix.startswith(flight.line_prefix) or line_prefix == flight.line_prefix:
+        return None
+    try:
+        outcome = await asyncio.shield(flight.future)
+    except Exception:
+        return None
+    if outcome.text is None:
+        return None
+    return type_through(Suggestion(uri, line, flight.line_prefix, line_suffix, outcome.text), uri, line,
+                        line_prefix, line_suffix)
+
+
+def _edit_end_offset(doc: Any, changes: Any) -> int | None:
+    """Offset (code points) just after the text inserted by the last change: where the cursor most
+    likely is; None for a full-text change or an unknown document."""
+    if doc is None or not changes:
+        return None
+    last = changes[-1]
+    rng = getattr(last, "range", None)
+    if rng is None:
+        return None
+    try:
+        return doc.offset_at_position(rng.start) + len(last.text)
+    except Exception:
+        return None

@@ -23,7 +23,7 @@ DEVICE_PREFIXES = ("auto", "cpu", "cuda", "mps", "xpu")
 # Settings whose change needs the model and D_c to be reloaded in the background.
 RELOAD_KEYS = ("model", "device", "common_datastore")
 # Settings whose change only needs new decoders (cheap, done at once).
-DECODER_KEYS = ("method",)
+DECODER_KEYS = ("method", "warm_documents")
 # Settings whose change needs the repository datastores D_r to be rebuilt.
 REINDEX_KEYS = ("repo_index", "exclude", "max_file_bytes")
 
@@ -73,6 +73,10 @@ class Settings:
     max_cached_documents: int = 32
     max_incremental_files: int = 200
     token_healing: bool = True
+    warm_cache: bool = True
+    warm_chunk_tokens: int = 64
+    type_through: bool = True
+    warm_documents: int = 4
     deadline_ms: int = 0
     max_file_bytes: int = 1_000_000
 
@@ -172,6 +176,10 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxCachedDocuments": ("max_cached_documents", _int_in(1, 4096)),
     "maxIncrementalFiles": ("max_incremental_files", _int_in(1, 1 << 20)),
     "tokenHealing": ("token_healing", _bool),
+    "warmCache": ("warm_cache", _bool),
+    "warmChunkTokens": ("warm_chunk_tokens", _int_in(8, 4096)),
+    "typeThrough": ("type_through", _bool),
+    "warmDocuments": ("warm_documents", _int_in(0, 256)),
     "deadlineMs": ("deadline_ms", _int_in(0, 600_000)),
     "maxFileBytes": ("max_file_bytes", _int_in(1024, 1 << 30)),
 }

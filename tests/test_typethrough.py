@@ -1,0 +1,76 @@
+"""Type-through and the warm cache through the real server (issue #10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import TINY_CODER
+from lsp_raw import RawServer
+from lsp_server.typethrough import Suggestion, type_through
+
+
+def test_type_through_rules():
+    shown = Suggestion("u", 3, "    x = ", "", "compute(a, b)")
+    assert type_through(shown, "u", 3, "    x = comp", "") == "ute(a, b)"
+    assert type_through(shown, "u", 3, "    x = ", "") is None  # nothing typed: ask the model
+    assert type_through(shown, "u", 3, "    x = cx", "") is None  # diverged
+    assert type_through(shown, "u", 4, "    x = comp", "") is None  # another line
+    assert type_through(shown, "v", 3, "    x = comp", "") is None  # another document
+    assert type_through(shown, "u", 3, "    x = compute(a, b)", "") is None  # all typed
+    assert type_through(shown, "u", 3, "    x = comp", ")") is None  # the text after the cursor changed
+
+
+BODY = ("def area(width, height):\n    return width * height\n\n\n"
+        "def perimeter(width, height):\n    return 2 * (width + height)\n\n\n"
+        "def volume(width, height, depth):\n    ")
+
+
+@pytest.mark.slow
+def test_typing_what_the_suggestion_says_is_answered_without_the_model(tmp_path):
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "shapes.py").write_text(BODY)
+    server = RawServer(cwd=tmp_path)
+    try:
+        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none"})
+        assert server.wait_ready()["state"] == "ready"
+        uri = (ws / "shapes.py").as_uri()
+        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                "text": BODY}})
+        line, col = BODY.count("\n"), 4
+        # the open document is prefilled in the background before anything is asked
+        deadline_status = None
+        for _ in range(600):
+            deadline_status = server.request("fastcoder/status")["result"]
+            if deadline_status["counters"].get("warm_prefills", 0) >= 1:
+                break
+            with server._cond:
+                server._cond.wait(0.05)
+        assert deadline_status["counters"].get("warm_prefills", 0) >= 1
+        first = server.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": col},
+            "context": {"triggerKind": 2}})["result"]["items"]
+        status = server.request("fastcoder/status")["result"]
+        assert status["last"]["reused_prompt_tokens"] > 0  # the warm prefill served the request
+        assert first, "the model suggested nothing here"
+        text = first[0]["insertText"]
+        assert len(text) >= 2
+        model_calls = status["counters"]["requests"]
+        typed = text[0]
+        server.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"range": {"start": {"line": line, "character": col},
+                                          "end": {"line": line, "character": col}}, "text": typed}]})
+        second = server.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": col + 1},
+            "context": {"triggerKind": 2}})["result"]["items"]
+        assert second and second[0]["insertText"] == text[1:]
+        after = server.request("fastcoder/status")["result"]
+        assert after["counters"]["requests"] == model_calls  # no model call
+        assert after["counters"]["type_through"] == 1
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
