@@ -15,6 +15,7 @@ from engine import cli as engine_cli
 #: Modules with an ``add_command(subparsers)`` function, registered after the engine's commands.
 COMMANDS = (
     "lsp_server.demo",
+    "lsp_server.bench_latency",
 )
 
 

@@ -124,6 +124,7 @@ class EngineHost:
         self._background_cancel = threading.Event()
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
+        self.type_through_ms: collections.deque[float] = collections.deque(maxlen=200)  # server side
         self.counters = collections.Counter()
         self.hits = collections.Counter()
         self.buffers: dict[str, str] = {}  # path -> unsaved text of open documents (model worker only)
@@ -531,8 +532,11 @@ class EngineHost:
                  record: bool = False) -> CompletionOutcome:
         latency = (time.perf_counter() - req.received) * 1000
         self.counters["requests"] += 1
+        decoded = int(stats.get("new_tokens") or 0)
+        self.counters["decoded_tokens"] += decoded
         if reason == "cancelled":
             self.counters["cancelled"] += 1
+            self.counters["wasted_tokens"] += decoded
         if record:
             self.counters["prompt_tokens"] += int(stats.get("prompt_tokens") or 0)
             self.counters["reused_prompt_tokens"] += int(stats.get("reused_prompt_tokens") or 0)
@@ -588,6 +592,7 @@ class EngineHost:
             "latencies_ms": lat[-20:],
             "p50_ms": _percentile(lat, 50),
             "p95_ms": _percentile(lat, 95),
+            "type_through_p95_ms": _percentile(list(self.type_through_ms), 95),
             "mean_accepted_length": (sum(self.accepted_lengths) / len(self.accepted_lengths)
                                      if self.accepted_lengths else None),
             "cache_hit_rate": (self.hits["cache"] / total_hits) if total_hits else None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ log = logging.getLogger("fastcoder.lsp")
 SERVER_NAME = "fastcoder-lsp"
 SERVER_VERSION = "0.1.0"
 BUFFER_DEBOUNCE_S = 1.0
-WARM_DEBOUNCE_S = 0.3  # idle time after an edit before the document's prompt is prefilled
+WARM_DEBOUNCE_S = 0.15  # idle time after an edit before the document's prompt is prefilled (< Neovim's 0.2 s debounce)
 WARM_OPEN_CHARS = 3000  # on open, the prompt for a cursor this far in is prefilled (all of a small file)
 STATUS_METHOD = "fastcoder/status"
 REPO_CONTAINS_METHOD = "fastcoder/repoContains"
@@ -390,6 +391,7 @@ def _empty() -> types.InlineCompletionList:
 async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """``textDocument/inlineCompletion``: an empty list unless the model is ready, the document is known and
     the position valid; cancel-previous per document; results for an outdated document version are dropped."""
+    t_start = time.perf_counter()
     if ls.host.state != "ready":
         return _empty()
     uri = params.text_document.uri
@@ -418,6 +420,7 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
             rest = await _type_through_inflight(ls, uri, pos.line, line_prefix, line_suffix)
         if rest is not None:
             ls.host.counters["type_through"] += 1
+            ls.host.type_through_ms.append((time.perf_counter() - t_start) * 1000)
             return _items(rest, pos)
     req = CompletionRequest(uri=uri, version=doc.version, prefix=prefix, suffix=suffix,
                             folder=ls.host.folder_of(path))
@@ -446,6 +449,9 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
         ls.shown[uri] = Suggestion(uri, pos.line, line_prefix, line_suffix, outcome.text)
     current = ls.workspace.text_documents.get(uri)
     if outcome.text is None or current is None or current.version != req.version:
+        if outcome.text is not None:  # computed for an older version: never shown
+            ls.host.counters["stale_answers"] += 1
+            ls.host.counters["wasted_tokens"] += int(outcome.stats.get("new_tokens") or 0)
         return _empty()
     log.debug("completion %s:%d:%d %.0f ms %r", uri, pos.line, pos.character, outcome.latency_ms, outcome.text)
     return _items(outcome.text, pos)

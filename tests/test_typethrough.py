@@ -74,3 +74,27 @@ def test_typing_what_the_suggestion_says_is_answered_without_the_model(tmp_path)
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
+
+
+def test_deadline_answers_hold_whole_lines_only_and_healed_bytes_are_stripped():
+    from lsp_server.postprocess import strip_healed, whole_lines
+
+    assert whole_lines("x = compute(a") == ""
+    assert whole_lines("x = 1\ny = comp") == "x = 1\n"
+    assert strip_healed(" return x", b" ret") == "urn x"
+    assert strip_healed("other", b" ret") == "other"  # not constrained: unchanged
+
+
+def test_typing_replay_plan_blanks_bodies_and_types_them_back():
+    from lsp_server.bench_latency import plan_typing
+
+    start, keys = plan_typing(BODY.replace("    ", "    ", 1) + "return width\n", 3, 1000, seed=1)
+    original_lines = (BODY + "return width\n").split("\n")
+    lines = start.split("\n")
+    typed_lines = {k.line for k in keys}
+    for line in typed_lines:  # each typed line starts blank (indentation kept) and is typed back whole
+        body = original_lines[line]
+        assert lines[line] == body[:len(body) - len(body.lstrip())]
+        assert "".join(k.char for k in keys if k.line == line) == body.strip()
+    assert all(0.05 < k.gap_s < 1.0 for k in keys)
+    assert keys[0].rest.startswith(keys[0].char)
