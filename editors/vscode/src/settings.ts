@@ -20,7 +20,18 @@ export interface FastcoderServerSettings {
   exclude?: string[];
   device?: (typeof DEVICES)[number];
   temperature?: number;
+  tokenHealing?: boolean;
+  typeThrough?: boolean;
+  warmCache?: boolean;
+  deadlineMs?: number;
+  maxIncrementalFiles?: number;
+  maxFileBytes?: number;
 }
+
+/** Boolean settings passed through as they are. */
+const BOOLEAN_KEYS = ['tokenHealing', 'typeThrough', 'warmCache'] as const;
+/** Non-negative integer settings passed through as they are. */
+const INTEGER_KEYS = ['deadlineMs', 'maxIncrementalFiles', 'maxFileBytes'] as const;
 
 /** Reads one key of the `fastcoder` configuration section (e.g. `vscode.WorkspaceConfiguration.get`). */
 export type ConfigGetter = (key: string) => unknown;
@@ -66,6 +77,14 @@ export function buildServerSettings(get: ConfigGetter): FastcoderServerSettings 
   if (device !== undefined) out.device = device;
   const temperature = get('temperature');
   if (typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0) out.temperature = temperature;
+  for (const key of BOOLEAN_KEYS) {
+    const value = get(key);
+    if (typeof value === 'boolean') out[key] = value;
+  }
+  for (const key of INTEGER_KEYS) {
+    const value = get(key);
+    if (typeof value === 'number' && Number.isInteger(value) && value >= 0) out[key] = value;
+  }
   return out;
 }
 

@@ -26,6 +26,13 @@ describe('buildServerSettings', () => {
     );
     assert.deepEqual(s, { exclude: ['ok'] });
   });
+  it('passes the typing and indexing switches through, dropping mistyped ones', () => {
+    const s = buildServerSettings(
+      getter({ tokenHealing: false, typeThrough: true, warmCache: 'no', deadlineMs: 150, maxIncrementalFiles: -3,
+        maxFileBytes: 2048 }),
+    );
+    assert.deepEqual(s, { tokenHealing: false, typeThrough: true, deadlineMs: 150, maxFileBytes: 2048 });
+  });
   it('wraps the settings in the fastcoder section for didChangeConfiguration', () => {
     assert.deepEqual(configurationPayload(getter({ maxNewTokens: 8 })), { fastcoder: { maxNewTokens: 8 } });
   });
