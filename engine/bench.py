@@ -59,6 +59,9 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-cache": ("fastcoder", {"use_cache": False}),
     "fastcoder-no-repo": ("fastcoder", {"use_repo": False}),
     "fastcoder-no-strategy": ("fastcoder", {"use_strategy": False}),
+    # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
+    # CPU, nodes below a 0.2 share pruned
+    "fastcoder-fixed": ("fastcoder", {"size_by_cost": False}),
 }
 DEFAULT_METHODS = tuple(METHOD_SPECS)
 REFERENCE_METHOD = "ar"
@@ -323,6 +326,13 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 DRAFTING_METHODS = ("rest", "copyspec", "fastcoder")
+_ESTIMATORS: dict = {}
+
+
+def _new_estimator():
+    from .acceptance import AcceptanceEstimator  # noqa: PLC0415
+
+    return AcceptanceEstimator()
 
 
 def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: dict | None = None):
@@ -333,6 +343,9 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
     base, options = METHOD_SPECS[method]
     if extra and base in DRAFTING_METHODS:
         options = {**options, **extra}
+    if base == "fastcoder" and options.get("size_by_cost", True):
+        # one estimator per method for the whole run, as a server keeps one across requests
+        options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator())}
     return SpeculativeDecoder(loaded, method=base, repo_datastore=repo_datastore,
                               common_datastore=common_datastore, **options)
 
@@ -1003,6 +1016,9 @@ def run(args: argparse.Namespace) -> int:
                         "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
                         "threads": args.threads, "argv": list(sys.argv)}
+    from .cost_model import load_or_measure_verify_cost  # noqa: PLC0415
+
+    result["verify_cost"] = load_or_measure_verify_cost(loaded).as_dict()
     result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
     write_outputs(result, args.json_out, args.markdown_out, args.plot_out)
     return 0

@@ -69,6 +69,14 @@ def decode_one_token(model, cache, token: int) -> torch.Tensor:
     return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0, -1]
 
 
+#: Draft tokens per tree at most when the verify-cost model sizes trees (a cap, rarely reached on a CPU).
+MAX_DRAFT_TOKENS = 64
+#: Retrieval settings when trees are sized by cost: occurrences sampled per datastore query and tokens
+#: per continuation (REST's 128 and 16 cost ~0.3 ms a step more for nodes the cost model drops).
+SIZED_MAX_MATCHES = 32
+SIZED_DRAFT_LEN = 12
+
+
 def default_draft_budget(device: torch.device) -> int:
     """Draft tokens per tree when none is configured: 64 on an accelerator (REST and FastCoder's
     setting; verifying 64 tokens costs about as much as one), 16 on a CPU, where the verify cost
@@ -87,7 +95,12 @@ class SpeculativeDecoder:
         common_datastore: D_c (``Datastore``) or None.
         **options: drafter options (see :func:`engine.drafters.make_drafter`), e.g.
             ``use_cache=False`` for the FastCoder ablations, ``draft_budget=64`` (default:
-            :func:`default_draft_budget`).
+            :func:`default_draft_budget`, or a cap of :data:`MAX_DRAFT_TOKENS` when trees are sized by
+            cost). fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
+            measured verify cost with online acceptance estimates, :mod:`engine.acceptance`),
+            ``verify_cost`` (a :class:`engine.cost_model.VerifyCost`; default: measured and cached
+            for this model/device/dtype/threads) and ``acceptance_estimator`` (one to share, e.g.
+            across the decoders of a server's workspace folders).
 
     Raises:
         ValueError: unknown method; TypeError: an option the method does not take.
@@ -102,13 +115,27 @@ class SpeculativeDecoder:
         self.repo_datastore = repo_datastore
         self.common_datastore = common_datastore
         self.options = dict(options)
-        if method in ("rest", "fastcoder") and "draft_budget" not in options and "budget" not in options:
+        verify_cost = self.options.pop("verify_cost", None)
+        shared_estimator = self.options.pop("acceptance_estimator", None)
+        self.size_by_cost = bool(self.options.pop("size_by_cost", method == "fastcoder"))
+        self.estimator = self.cost = None
+        if method == "fastcoder" and self.size_by_cost:
+            from .acceptance import AcceptanceEstimator  # noqa: PLC0415
+            from .cost_model import load_or_measure_verify_cost  # noqa: PLC0415
+
+            self.estimator = shared_estimator if shared_estimator is not None else AcceptanceEstimator()
+            self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
+            self.options.setdefault("draft_budget", MAX_DRAFT_TOKENS)  # a cap: the cost model sizes trees
+            # trees keep ~4-16 nodes: sample fewer matches, shorter continuations (retrieval time)
+            self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
+            self.options.setdefault("draft_len", SIZED_DRAFT_LEN)
+        if method in ("rest", "fastcoder") and "draft_budget" not in self.options and "budget" not in self.options:
             self.options["draft_budget"] = default_draft_budget(loaded.device)
         self.max_prompt_kv_documents = 4  # documents whose prompt KV cache is kept (memory bound)
         self._kv_owners: OrderedDict[int, FastCoderCache] = OrderedDict()
         if method in ("rest", "copyspec", "fastcoder"):  # validate the options now, not mid-request
             self._make_drafter(None)
-        elif options:
+        elif self.options:
             raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")
 
     def new_cache(self) -> FastCoderCache:
@@ -118,7 +145,7 @@ class SpeculativeDecoder:
     def _make_drafter(self, cache):
         token_info = self.loaded.token_info if self.method == "fastcoder" else None
         return make_drafter(self.method, token_info, self.repo_datastore, self.common_datastore,
-                            cache=cache, **self.options)
+                            cache=cache, estimator=self.estimator, cost=self.cost, **self.options)
 
     # ----------------------------------------------------------------------------- public API
     def generate(self, prompt: str | Sequence[int], max_new_tokens: int = 128, temperature: float = 0.0,
@@ -340,6 +367,8 @@ class SpeculativeDecoder:
             logits = tree_forward(model, cache, pending, tree, past_len)
             path, bonus = accept(logits, tree, params, generator)
             compact_cache(cache, past_len, path, len(tree))
+            if self.estimator is not None and tree.keys is not None:
+                self.estimator.update(tree.keys, tree.parents, path)
             committed = tree.tokens[path].tolist() + [bonus]
             t = time.perf_counter()
             drafter.observe(ctx_view, tree, path, committed)

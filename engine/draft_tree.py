@@ -31,12 +31,15 @@ class Candidates:
         counts: (M,) float array: how often each continuation was seen (before weighting).
         weight: the source's weight (alpha for D_r, beta for D_c, 1 otherwise).
         source: one of the ``SOURCE_*`` bits.
+        match_length: tokens of context suffix the source matched (0: unknown), a feature of the
+            acceptance estimate.
     """
 
     tokens: np.ndarray
     counts: np.ndarray
     weight: float
     source: int
+    match_length: int = 0
 
 
 @dataclass
@@ -52,6 +55,8 @@ class DraftTree:
         depths: (N,) int64, 1 for children of the pending token.
         sources: (N,) uint8 bitmask of ``SOURCE_*``: which sources proposed the node.
         weights: (N,) float64 node weights (for inspection).
+        keys: (N,) int64 acceptance-estimate bucket of each node (:mod:`engine.acceptance`), or None
+            when the tree was not sized by cost.
     """
 
     tokens: np.ndarray
@@ -59,6 +64,7 @@ class DraftTree:
     depths: np.ndarray
     sources: np.ndarray
     weights: np.ndarray
+    keys: np.ndarray | None = None
     _children: dict | None = field(default=None, repr=False)
     _ancestors: np.ndarray | None = field(default=None, repr=False)
 
@@ -132,7 +138,14 @@ class DraftTree:
         return matched
 
 
-def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_prob: float = 0.0) -> DraftTree:
+#: With cost sizing, continuations inserted per source (the most frequent) and their length cap
+#: (tokens): a CPU keeps ~4-16 nodes, and inserting 128 x 16 tokens cost ~3.7 ms a step.
+SIZED_MAX_ROWS = 16
+SIZED_MAX_DEPTH = 12
+
+
+def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_prob: float = 0.0,
+                     estimator=None, cost=None) -> DraftTree:
     """Merge the candidates of several sources into one weighted trie and keep the best nodes.
 
     Args:
@@ -143,6 +156,11 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
             (max over sources), as SuffixDecoding's ``min_token_prob``. Verifying a node costs
             compute (on a CPU a 64-node tree costs about 3 single-token forwards), so unlikely
             branches are pruned and trees stay small when retrieval is unsure.
+        estimator, cost: an :class:`engine.acceptance.AcceptanceEstimator` and a
+            :class:`engine.cost_model.VerifyCost`: when both are given, the kept nodes are the
+            best-first prefix (by estimated path probability) that maximises expected committed
+            tokens per unit of verify cost (:func:`engine.acceptance.choose_by_cost`), with ``budget``
+            and ``min_prob`` as caps; the tree then carries each node's estimate bucket in ``keys``.
 
     Returns:
         A :class:`DraftTree` with at most ``budget`` nodes, prefix-closed: a node's weight is the
@@ -162,10 +180,18 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     source: list[int] = []
     share: list[list[float]] = []
     nparts = len(parts)
+    match: list[int] = []
+    sized = estimator is not None and cost is not None
     for pi, cand in enumerate(parts):
         counts = np.asarray(cand.counts, dtype=np.float64)
         total = max(float(counts.sum()), 1e-12)
-        for row, count in zip(cand.tokens.tolist(), counts.tolist()):
+        rows = cand.tokens
+        if sized and len(counts) > SIZED_MAX_ROWS:  # the cost model keeps few nodes: skip rare rows
+            top = np.argsort(-counts, kind="stable")[:SIZED_MAX_ROWS]
+            rows, counts = rows[top], counts[top]
+        if sized and rows.shape[1] > SIZED_MAX_DEPTH:
+            rows = rows[:, :SIZED_MAX_DEPTH]
+        for row, count in zip(rows.tolist(), counts.tolist()):
             w, sh, node = count * cand.weight, count / total, -1
             for tok in row:
                 if tok < 0:
@@ -179,16 +205,22 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
                     weight.append(0.0)
                     source.append(0)
                     share.append([0.0] * nparts)
+                    match.append(0)
                 weight[nid] += w
+                match[nid] = max(match[nid], int(cand.match_length))
                 source[nid] |= cand.source
                 share[nid][pi] += sh
                 node = nid
     # Top `budget` by weight among likely nodes; ties -> shallower first (keeps the set
     # prefix-closed: a parent's weight and probability are never below its child's), then token,
     # then insertion order.
-    likely = [i for i in range(len(parent)) if max(share[i]) >= min_prob - 1e-12]
-    likely.sort(key=lambda i: (-weight[i], depth[i], token[i], i))
-    kept = set(likely[:budget])
+    keys = None
+    if estimator is not None and cost is not None:
+        kept, keys = _choose_by_estimate(parent, depth, source, share, match, budget, min_prob, estimator, cost)
+    else:
+        likely = [i for i in range(len(parent)) if max(share[i]) >= min_prob - 1e-12]
+        likely.sort(key=lambda i: (-weight[i], depth[i], token[i], i))
+        kept = set(likely[:budget])
     kept = {i for i in kept if all_ancestors_kept(i, parent, kept)}
     order = sorted(kept, key=lambda i: (depth[i], i))  # breadth-first: parents precede children
     new_index = {old: new for new, old in enumerate(order)}
@@ -197,7 +229,25 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
         np.array([new_index[parent[i]] if parent[i] >= 0 else -1 for i in order], dtype=np.int64),
         np.array([depth[i] for i in order], dtype=np.int64),
         np.array([source[i] for i in order], dtype=np.uint8),
-        np.array([weight[i] for i in order], dtype=np.float64))
+        np.array([weight[i] for i in order], dtype=np.float64),
+        keys[np.asarray(order, dtype=np.int64)] if keys is not None else None)
+
+
+def _choose_by_estimate(parent, depth, source, share, match, budget, min_prob, estimator, cost):
+    """Kept node ids (a set) and every node's estimate bucket ((M,) int64), by expected tokens per cost."""
+    from .acceptance import bucket_keys, choose_by_cost  # noqa: PLC0415
+
+    par = np.asarray(parent, dtype=np.int64)
+    dep = np.asarray(depth, dtype=np.int64)
+    sh = np.asarray([max(row) for row in share], dtype=np.float64)
+    keys = bucket_keys(np.asarray(source, dtype=np.int64), dep, sh, np.asarray(match, dtype=np.int64))
+    p = estimator.estimate(keys, sh)
+    p[sh < min_prob - 1e-12] = 0.0
+    path = np.empty(len(par), dtype=np.float64)
+    for i in range(len(par)):  # insertion order: a parent always precedes its children
+        path[i] = p[i] * (path[par[i]] if par[i] >= 0 else 1.0)
+    chosen = choose_by_cost(path, dep, cost, budget)
+    return set(chosen[path[chosen] > 0].tolist()), keys
 
 
 def all_ancestors_kept(node: int, parent: list[int], kept: set[int]) -> bool:

@@ -60,7 +60,7 @@ def _retrieval_candidates(datastore, context: np.ndarray, opts: RetrievalOptions
                          max_matches=opts.max_matches)
     if r.match_length == 0 or len(r.counts) == 0:
         return None
-    return Candidates(r.continuations, r.counts, weight, source)
+    return Candidates(r.continuations, r.counts, weight, source, int(r.match_length))
 
 
 class RestDrafter:
@@ -243,7 +243,7 @@ class FastCoderCache:
         rows = np.full((len(conts), draft_len), -1, dtype=np.int64)
         for r, cont in enumerate(conts):
             rows[r, :len(cont)] = cont
-        return Candidates(rows, np.fromiter(conts.values(), dtype=np.float64), 1.0, SOURCE_CACHE)
+        return Candidates(rows, np.fromiter(conts.values(), dtype=np.float64), 1.0, SOURCE_CACHE, best)
 
 
 @dataclass
@@ -273,8 +273,10 @@ class FastCoderDrafter:
     """FastCoder Alg. 1 with a context-copy source; see the module docstring."""
 
     def __init__(self, repo_datastore, common_datastore, token_info, cache: FastCoderCache | None = None,
-                 options: FastCoderOptions | None = None, retrieval: RetrievalOptions | None = None):
+                 options: FastCoderOptions | None = None, retrieval: RetrievalOptions | None = None,
+                 estimator=None, cost=None):
         self.opts = options or FastCoderOptions()
+        self.estimator, self.cost = estimator, cost  # size trees by expected tokens per verify cost
         self.ret = retrieval or RetrievalOptions()
         self.repo = repo_datastore if self.opts.use_repo else None
         self.common = common_datastore if self.opts.use_common else None
@@ -329,8 +331,8 @@ class FastCoderDrafter:
                 rows = np.full((len(conts), self.ret.draft_len), -1, dtype=np.int64)
                 for r, c in enumerate(conts):
                     rows[r, :len(c)] = c
-                parts.append(Candidates(rows, np.ones(len(conts)), 1.0, SOURCE_CONTEXT))
-        return build_draft_tree(parts, self.ret.budget, self.ret.min_prob)
+                parts.append(Candidates(rows, np.ones(len(conts)), 1.0, SOURCE_CONTEXT, self.opts.copy_gamma))
+        return build_draft_tree(parts, self.ret.budget, self.ret.min_prob, self.estimator, self.cost)
 
     def observe(self, context, tree, path, accepted) -> None:
         if not self.opts.use_cache:
@@ -354,15 +356,17 @@ FASTCODER_MIN_PROB = 0.2
 
 
 def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=None,
-                 cache: FastCoderCache | None = None, **options) -> Drafter:
+                 cache: FastCoderCache | None = None, estimator=None, cost=None, **options) -> Drafter:
     """Build the drafter for ``method`` (``rest``, ``copyspec``, ``fastcoder``).
 
     ``options`` may hold :class:`RetrievalOptions` fields (n_max, n_min, draft_len, max_matches,
     budget; ``draft_budget`` is accepted for budget), :class:`FastCoderOptions` fields, and
-    ``gamma``/``copy_len`` for CopySpec. Unknown names raise ``TypeError``.
+    ``gamma``/``copy_len`` for CopySpec. Unknown names raise ``TypeError``. ``estimator`` and ``cost``
+    (fastcoder): size each tree by expected tokens per verify cost (:mod:`engine.acceptance`); without
+    them the tree keeps the top nodes by weight above ``min_prob`` (default :data:`FASTCODER_MIN_PROB`).
     """
     options = dict(options)
-    if method == "fastcoder":
+    if method == "fastcoder" and (estimator is None or cost is None):
         options.setdefault("min_prob", FASTCODER_MIN_PROB)
     if "draft_budget" in options:
         options["budget"] = options.pop("draft_budget")
@@ -379,7 +383,7 @@ def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=
         fc_fields = set(FastCoderOptions.__dataclass_fields__)
         fc = FastCoderOptions(**{k: options.pop(k) for k in list(options) if k in fc_fields})
         _no_more(method, options)
-        return FastCoderDrafter(repo_datastore, common_datastore, token_info, cache, fc, ret)
+        return FastCoderDrafter(repo_datastore, common_datastore, token_info, cache, fc, ret, estimator, cost)
     raise ValueError(f"unknown drafting method {method!r}")
 
 

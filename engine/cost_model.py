@@ -1,0 +1,161 @@
+"""Verify cost c(n) of the model on the device it runs on (DESIGN.md: "verify cost").
+
+c(n) is the time of one forward over ``1 + n`` tokens (the pending token and n draft-tree tokens) on a
+warm KV cache of typical prompt length, over the time of one plain decode step (one token), measured
+for the model, device, dtype and torch thread count it actually runs with. On a GPU c(n) stays near 1
+up to tens of tokens (REST/FastCoder verify 64); on a CPU it grows with n (tiny-py-coder, 2 cores:
+c(16) ~ 1.7), so a draft tree must be sized against it (Sequoia; vLLM adaptive verification;
+``../shared/notes/speculative-decoding-anchors.md``, update of 2026-11-22). No device-type constants:
+the curve is measured once and cached per (model, device, dtype, threads) in the user cache folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+#: Draft-tree sizes (tokens) at which c(n) is measured; others are interpolated.
+SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+FORMAT = 1
+
+
+@dataclass
+class VerifyCost:
+    """A measured verify-cost curve.
+
+    Attributes:
+        sizes: draft-tree sizes n (tokens), ascending.
+        ratios: c(n) for each size: forward over 1 + n tokens / forward over 1 token (floats >= ~1).
+        decode_ms: one plain decode step (1 token) in ms, at ``context`` tokens of KV cache.
+        context: KV-cache length (tokens) the curve was measured at.
+        key: what it was measured for (model, device, dtype, threads).
+    """
+
+    sizes: list[int]
+    ratios: list[float]
+    decode_ms: float
+    context: int
+    key: dict = field(default_factory=dict)
+
+    def c(self, n: int | np.ndarray) -> np.ndarray | float:
+        """c(n) for draft-tree sizes ``n`` (int or int array): 1 at n = 0, linear interpolation between
+        measured sizes, linear extrapolation past the largest (never below 1)."""
+        xs = np.concatenate([[0], np.asarray(self.sizes, dtype=np.float64)])
+        ys = np.concatenate([[1.0], np.asarray(self.ratios, dtype=np.float64)])
+        ys = np.maximum.accumulate(np.maximum(ys, 1.0))  # a larger tree never costs less
+        n_arr = np.asarray(n, dtype=np.float64)
+        out = np.interp(n_arr, xs, ys)
+        slope = (ys[-1] - ys[-2]) / max(xs[-1] - xs[-2], 1.0)
+        out = np.where(n_arr > xs[-1], ys[-1] + slope * (n_arr - xs[-1]), out)
+        return float(out) if np.ndim(out) == 0 else out
+
+    @classmethod
+    def flat(cls) -> "VerifyCost":
+        """A curve where verification is free (c(n) = 1): accelerators at small n; tests."""
+        return cls(list(SIZES), [1.0] * len(SIZES), 0.0, 0, {"kind": "flat"})
+
+    def as_dict(self) -> dict:
+        """Plain data for ``fastcoder/status`` and the benchmark JSON."""
+        return {**asdict(self), "c": {str(n): round(float(r), 3) for n, r in zip(self.sizes, self.ratios)}}
+
+
+def cost_key(loaded) -> dict:
+    """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads."""
+    model = loaded.model
+    params = sum(p.numel() for p in model.parameters())
+    return {"model": str(loaded.name), "params": int(params), "device": str(loaded.device),
+            "dtype": str(loaded.dtype).removeprefix("torch."), "threads": int(torch.get_num_threads()),
+            "format": FORMAT}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.inference_mode()
+def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZES, repeats: int = 7) -> VerifyCost:
+    """Measure c(n) for ``loaded`` (a :class:`engine.model.LoadedModel`) on its device.
+
+    A random prompt of ``context`` tokens (capped by the model's context) is prefilled once; then, for
+    each size n, one forward over 1 + n tokens (a chain: the mask's shape does not change the work) on
+    that cache is timed ``repeats`` times in shuffled rounds, and the cache cropped back. The fastest
+    of the repeats is kept (robust to other load). Cost: ~1-3 s on a 2-core CPU for tiny-py-coder.
+    """
+    from transformers import DynamicCache  # noqa: PLC0415
+
+    model, device = loaded.model, loaded.device
+    context = max(8, min(context, loaded.max_positions - max(sizes) - 8))
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, loaded.vocab_size, (1, context), generator=gen).to(device)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    all_sizes = (0, *sizes)
+    best = {n: float("inf") for n in all_sizes}
+    order = list(all_sizes)
+    rng = np.random.default_rng(0)
+    for _ in range(repeats):
+        rng.shuffle(order)
+        for n in order:
+            ids = torch.randint(0, loaded.vocab_size, (1, 1 + n), generator=gen).to(device)
+            pos = torch.arange(context, context + 1 + n, device=device)[None]
+            _sync(device)
+            t0 = time.perf_counter()
+            model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True)
+            _sync(device)
+            best[n] = min(best[n], time.perf_counter() - t0)
+            cache.crop(context - cache.get_seq_length())
+    base = best[0]
+    return VerifyCost(list(sizes), [round(best[n] / base, 4) for n in sizes], round(base * 1000, 4), context,
+                      cost_key(loaded))
+
+
+def default_cost_cache() -> Path:
+    """Folder of cached curves: ``platformdirs.user_cache_dir("fastcoder")/verify_cost``
+    (``FASTCODER_CACHE_DIR`` overrides the user cache part)."""
+    env = os.environ.get("FASTCODER_CACHE_DIR")
+    if env:
+        return Path(env).expanduser() / "verify_cost"
+    import platformdirs  # noqa: PLC0415
+
+    return Path(platformdirs.user_cache_dir("fastcoder")) / "verify_cost"
+
+
+def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = None) -> VerifyCost:
+    """The cached curve for this (model, device, dtype, threads), measured and cached on first use.
+
+    The file is written to a temporary and renamed into place; an unreadable or mismatching file is
+    measured again. Never raises for cache problems (they are logged)."""
+    key = cost_key(loaded)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    folder = Path(cache_dir) if cache_dir is not None else default_cost_cache()
+    path = folder / f"{digest}.json"
+    try:
+        data = json.loads(path.read_text())
+        if data.get("key") == key:
+            return VerifyCost(data["sizes"], data["ratios"], data["decode_ms"], data["context"], data["key"])
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("verify-cost cache %s unusable (%s); measuring again", path, exc)
+    cost = measure_verify_cost(loaded)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(asdict(cost), fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("could not cache the verify cost at %s: %s", path, exc)
+    return cost

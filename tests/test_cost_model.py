@@ -1,0 +1,90 @@
+"""Verify-cost model and cost-sized draft trees (issue #9)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import loaded_random
+from engine.acceptance import AcceptanceEstimator, bucket_keys, choose_by_cost
+from engine.cost_model import VerifyCost, load_or_measure_verify_cost, measure_verify_cost
+from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates, build_draft_tree
+
+
+def _candidates(rows, counts, source=SOURCE_REPO, match=6):
+    width = max(len(r) for r in rows)
+    arr = np.full((len(rows), width), -1, dtype=np.int64)
+    for i, r in enumerate(rows):
+        arr[i, :len(r)] = r
+    return Candidates(arr, np.asarray(counts, dtype=np.float64), 1.0, source, match)
+
+
+def _steep() -> VerifyCost:  # verification costs a lot: each draft token +50% of a decode step
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    return VerifyCost(sizes, [1 + 0.5 * n for n in sizes], 1.0, 0, {"kind": "steep"})
+
+
+WIDE = [[1, 2, 3, 4], [1, 2, 5, 6], [1, 7, 8], [9, 10, 11], [9, 12], [13, 14, 15, 16], [17, 18]]
+
+
+def test_the_cost_curve_interpolates_and_never_falls():
+    cost = VerifyCost([1, 4, 16], [1.1, 1.5, 1.4], 2.0, 128)
+    assert cost.c(0) == 1.0
+    assert cost.c(4) == pytest.approx(1.5) and cost.c(16) >= 1.5  # made monotone
+    assert cost.c(2) == pytest.approx(1.1 + (1.5 - 1.1) / 3)
+    assert cost.c(32) >= cost.c(16)
+
+
+def test_flat_cost_gives_wide_trees_and_steep_cost_chains_or_nothing():
+    est = AcceptanceEstimator()
+    parts = [_candidates(WIDE, [5, 4, 3, 3, 2, 2, 1])]
+    wide = build_draft_tree(parts, 64, 0.0, est, VerifyCost.flat())
+    steep = build_draft_tree(parts, 64, 0.0, est, _steep())
+    assert len(wide) == sum(1 for _ in set((tuple(r[:k]) for r in WIDE for k in range(1, len(r) + 1))))
+    assert len(steep) < len(wide)
+    assert int((steep.parents == -1).sum()) <= 1  # at most one branch at the root: a chain or nothing
+    # an estimator that learned these drafts are never accepted proposes no draft at all
+    bad = AcceptanceEstimator()
+    keys = wide.keys
+    for _ in range(200):
+        bad.update(keys, wide.parents, [])
+    assert len(build_draft_tree(parts, 64, 0.0, bad, _steep())) == 0
+
+
+def test_kept_trees_are_prefix_closed_and_capped():
+    est = AcceptanceEstimator()
+    tree = build_draft_tree([_candidates(WIDE, [5, 4, 3, 3, 2, 2, 1])], 5, 0.0, est, VerifyCost.flat())
+    assert len(tree) <= 5
+    assert all(p < i for i, p in enumerate(tree.parents.tolist()))  # BFS: parents first, all kept
+
+
+def test_acceptance_estimates_converge_to_the_true_rate():
+    """A synthetic drafter whose depth-1 nodes are accepted with probability 0.3 (context copy, share 1)."""
+    rng = np.random.default_rng(0)
+    est = AcceptanceEstimator()
+    keys = bucket_keys(np.array([SOURCE_CONTEXT]), np.array([1]), np.array([1.0]), np.array([3]))
+    for _ in range(3000):
+        est.update(keys, np.array([-1]), [0] if rng.random() < 0.3 else [])
+    assert est.estimate(keys, np.array([1.0]))[0] == pytest.approx(0.3, abs=0.03)
+    # a child is only "tried" when its parent was accepted
+    est2 = AcceptanceEstimator()
+    k2 = bucket_keys(np.array([SOURCE_REPO] * 2), np.array([1, 2]), np.array([0.5, 0.5]), np.array([4, 4]))
+    est2.update(k2, np.array([-1, 0]), [])
+    assert est2.tried[k2[1]] == 0 and est2.tried[k2[0]] == 1
+
+
+def test_choose_by_cost_prefers_zero_drafts_when_they_do_not_pay():
+    cost = _steep()
+    assert len(choose_by_cost(np.array([0.2, 0.1]), np.array([1, 2]), cost, 64)) == 0
+    assert len(choose_by_cost(np.array([0.95, 0.9]), np.array([1, 2]), cost, 64)) == 2
+
+
+def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path):
+    loaded = loaded_random("llama")
+    measured = measure_verify_cost(loaded, context=32, sizes=(1, 4, 8), repeats=2)
+    assert len(measured.ratios) == 3 and measured.decode_ms > 0
+    first = load_or_measure_verify_cost(loaded, tmp_path)
+    again = load_or_measure_verify_cost(loaded, tmp_path)
+    assert again.ratios == first.ratios and again.key["device"] == "cpu" and again.key["threads"] >= 1
+    (next(tmp_path.iterdir())).write_text("{broken")
+    assert load_or_measure_verify_cost(loaded, tmp_path).sizes  # a broken cache is measured again
