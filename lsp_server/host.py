@@ -122,6 +122,8 @@ class EngineHost:
         self._drain_scheduled = False
         self.rescans = 0
         self._background_cancel = threading.Event()
+        self._estimator: Any = None  # acceptance estimates, shared by the fastcoder decoders
+        self.verify_cost: dict | None = None
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
         self.type_through_ms: collections.deque[float] = collections.deque(maxlen=200)  # server side
@@ -155,6 +157,14 @@ class EngineHost:
                 loaded = load_model(settings.resolved_model(), device=settings.device)
             except ModelLoadError as exc:
                 raise _LoadFailed(str(exc)) from None
+            if settings.method == "fastcoder":  # measured once per model/device/dtype/threads, then cached
+                self.progress("cost", "measuring the verify cost c(n)", 25, False)
+                try:
+                    from engine.cost_model import load_or_measure_verify_cost  # noqa: PLC0415
+
+                    self.verify_cost = load_or_measure_verify_cost(loaded).as_dict()
+                except Exception:
+                    log.exception("verify-cost measurement failed")
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:
@@ -416,8 +426,17 @@ class EngineHost:
 
                 index = self.folders.get(folder) if folder else None
                 repo = index.datastore if index is not None and index.state == "ready" else None
+                extra = {}
+                if self.settings.method == "fastcoder":
+                    if self._estimator is None:
+                        from engine.acceptance import AcceptanceEstimator  # noqa: PLC0415
+
+                        self._estimator = AcceptanceEstimator()
+                    extra["acceptance_estimator"] = self._estimator  # learned across folders and requests
                 dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
-                                         common_datastore=self.common)
+                                         common_datastore=self.common, **extra)
+                if getattr(dec, "cost", None) is not None:
+                    self.verify_cost = dec.cost.as_dict()
                 dec.max_prompt_kv_documents = self.settings.warm_documents
                 self._decoders[folder] = dec
             return dec
@@ -601,6 +620,8 @@ class EngineHost:
             "cache_bytes": self._cache_bytes(),
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
+            "verify_cost": self.verify_cost,
+            "acceptance": self._estimator.summary() if self._estimator is not None else None,
             "warm_prompt_share": (self.counters["reused_prompt_tokens"] / self.counters["prompt_tokens"]
                                   if self.counters["prompt_tokens"] else None),
             "index": {"pending_file_events": self.pending_file_events(), "rescans": self.rescans,
