@@ -10,6 +10,7 @@ the debouncer thread, which must only hand off (the host submits to its model wo
 from __future__ import annotations
 
 import logging
+import os
 from typing import Callable
 
 from watchdog.events import (FileClosedEvent, FileCreatedEvent, FileDeletedEvent, FileModifiedEvent,
@@ -26,6 +27,48 @@ DEBOUNCE_S = 0.2
 #: The only events D_r needs. watchdog turns this into the inotify mask, so opens and reads of the
 #: workspace (a grep, a test run) never reach the kernel queue, which used to overflow and drop edits.
 EVENT_FILTER = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent]
+
+
+_IGNORED_DIR_BYTES = frozenset(os.fsencode(d) for d in IGNORED_DIRS)
+
+
+def _skip_ignored_trees() -> bool:
+    """Keep inotify watches off ignored trees (``.git``, virtual environments, ``node_modules``, ...).
+
+    watchdog 7's recursive inotify watch adds a kernel watch for every directory below the root and
+    filters events in Python afterwards, so a workspace with a large ``node_modules`` spends the user's
+    inotify watch limit (8,192 by default) on directories we never index. This replaces its
+    ``InotifyWatchGroup._add_all_callbacks`` (the one place it walks a tree to add watches: at start,
+    for new and moved-in directories) with the same walk pruned at ignored names, as an upstream
+    exclude option would. Returns whether the patch is in place (False on other platforms or
+    watchdog versions; watching then works as before)."""
+    try:
+        from watchdog.observers import inotify as wd_inotify  # noqa: PLC0415
+    except Exception:  # not Linux
+        return False
+    group = getattr(wd_inotify, "InotifyWatchGroup", None)
+    if group is None or not hasattr(group, "_add_all_callbacks") or not hasattr(group, "_add_callback"):
+        return False
+    if getattr(group, "_fastcoder_prunes_ignored", False):
+        return True
+
+    def _add_all_callbacks(self, path):
+        if os.path.basename(os.fsencode(path)) in _IGNORED_DIR_BYTES:
+            return
+        is_dir = os.path.isdir(path)
+        self._add_callback(path)
+        if is_dir and self.is_recursive:
+            for root, dirnames, _ in os.walk(path, followlinks=self.follow_symlink):
+                dirnames[:] = [d for d in dirnames if os.fsencode(d) not in _IGNORED_DIR_BYTES]
+                for dirname in dirnames:
+                    full_path = os.path.join(root, dirname)
+                    if not self.follow_symlink and os.path.islink(full_path):
+                        continue
+                    self._add_callback(full_path)
+
+    group._add_all_callbacks = _add_all_callbacks
+    group._fastcoder_prunes_ignored = True
+    return True
 
 
 class _OverflowListener(logging.Handler):
@@ -81,6 +124,7 @@ class RepoWatcher:
     def __init__(self, on_batch: Callable[[dict[str, str]], None], debounce_s: float = DEBOUNCE_S,
                  on_overflow: Callable[[], None] | None = None):
         self._on_batch = on_batch
+        self.prunes_ignored_trees = _skip_ignored_trees()
         self._overflow_listener = None
         if on_overflow is not None:
             self._overflow_listener = _OverflowListener(on_overflow)

@@ -140,3 +140,42 @@ def test_an_inotify_overflow_triggers_a_rescan(tmp_path):
     overflows.clear()
     logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed")
     assert not overflows.is_set(), "a stopped watcher must not listen any more"
+
+
+def _inotify_watches() -> int:
+    """Kernel inotify watches held by this process (lines 'inotify wd:' in /proc/self/fdinfo)."""
+    import pathlib  # noqa: PLC0415
+
+    total = 0
+    for info in pathlib.Path("/proc/self/fdinfo").iterdir():
+        try:
+            total += info.read_text().count("inotify wd:")
+        except OSError:
+            pass
+    return total
+
+
+def test_ignored_trees_get_no_inotify_watches(tmp_path):
+    import sys  # noqa: PLC0415
+
+    from lsp_server.repo_watch import RepoWatcher  # noqa: PLC0415
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux-only")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    for i in range(60):  # a node_modules tree of 60 x 3 directories
+        (tmp_path / "node_modules" / f"m{i}" / "lib" / "deep").mkdir(parents=True)
+    (tmp_path / ".git" / "objects").mkdir(parents=True)
+    before = _inotify_watches()
+    batches: list[dict] = []
+    seen = threading.Event()
+    watcher = RepoWatcher(lambda batch: (batches.append(batch), seen.set()), debounce_s=0.05)
+    try:
+        assert watcher.add(str(tmp_path)) and watcher.prunes_ignored_trees
+        watches = _inotify_watches() - before
+        assert 1 <= watches <= 4, watches  # root, src, src/pkg: not the 180 ignored directories
+        (tmp_path / "src" / "pkg" / "new.py").write_text("x = 1\n")  # still seen below the root
+        assert seen.wait(10)
+        assert any(p.endswith("new.py") for b in batches for p in b)
+    finally:
+        watcher.stop()
