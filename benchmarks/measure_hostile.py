@@ -52,6 +52,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--options", default="{}", help="extra server settings (JSON)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="fastcoder-hostile-"))
     ws = tmp / "ws"
@@ -62,7 +63,7 @@ def main() -> int:
     server = RawServer(cwd=tmp)
     out: dict = {"files": args.files}
     try:
-        server.initialize(ws, {"model": str(MODEL), "commonDatastore": "none"})
+        server.initialize(ws, {"model": str(MODEL), "commonDatastore": "none", **json.loads(args.options)})
         status = server.wait_ready(600)
         while not status["repo"] or status["repo"][0]["state"] != "ready":
             status = server.request("fastcoder/status")["result"]

@@ -67,7 +67,7 @@ class RunStats:
 def plan_typing(text: str, bodies: int, chars: int, seed: int) -> tuple[str, list[Keystroke]]:
     """The file with the first body lines of up to ``bodies`` functions blanked (indentation kept), and
     the keystrokes that type them back (at most ``chars``), with human gaps (s): 60-180 ms between
-    keys, 400-900 ms after a line."""
+    keys, a 250-600 ms pause before 15% of them (thinking mid-line), 400-900 ms before a line."""
     rng = random.Random(seed)
     lines = text.split("\n")
     keys: list[Keystroke] = []
@@ -77,7 +77,12 @@ def plan_typing(text: str, bodies: int, chars: int, seed: int) -> tuple[str, lis
         typed = body[indent:].rstrip()
         lines[line] = body[:indent]
         for i, ch in enumerate(typed):
-            gap = rng.uniform(0.06, 0.18) if i else rng.uniform(0.4, 0.9)
+            if i == 0:
+                gap = rng.uniform(0.4, 0.9)
+            elif rng.random() < 0.15:
+                gap = rng.uniform(0.25, 0.6)
+            else:
+                gap = rng.uniform(0.06, 0.18)
             keys.append(Keystroke(line, indent + i, ch, typed[i:], gap))
         if len(keys) >= chars:
             break
