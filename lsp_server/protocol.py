@@ -12,7 +12,7 @@ where pygls dispatches (the LSP base protocol, JSON-RPC 2.0 section 5):
 - :class:`FastcoderProtocol` validates each message before pygls structures it and answers every
   message that carries an id: ``-32700`` ParseError (id null) for invalid JSON, ``-32600``
   InvalidRequest for a message that is not a request (bad ``jsonrpc``, ``method`` or ``id``, a request
-  after ``shutdown``), ``-32602`` InvalidParams naming the fields that failed, ``-32601``
+  after ``shutdown``, a second ``initialize``; a second ``initialized`` is ignored), ``-32602`` InvalidParams naming the fields that failed, ``-32601``
   MethodNotFound for an unknown request (pygls), ``-32603`` InternalError when a handler raises
   (pygls). Unknown notifications are ignored (``$/`` ones silently). A batch is dispatched element
   by element (LSP clients expect no array responses). A notification sent with an id is applied and
@@ -96,6 +96,10 @@ class FastcoderProtocol(LanguageServerProtocol):
 
     exit_code = 1
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._lifecycle_seen: set[str] = set()  # "initialize" / "initialized" received
+
     # ---- answers
     def reply_error(self, msg_id: Any, code: int, message: str) -> None:
         """Send a JSON-RPC error response (``msg_id`` None is sent as ``"id": null``)."""
@@ -150,6 +154,15 @@ class FastcoderProtocol(LanguageServerProtocol):
             if has_id:
                 self.reply_error(msg_id, INVALID_REQUEST, "invalid request: 'jsonrpc' must be \"2.0\"")
             return
+        if method in (types.INITIALIZE, types.INITIALIZED):  # once per session (LSP); a repeat would reset it
+            if method in self._lifecycle_seen:
+                if has_id:
+                    self.reply_error(msg_id, INVALID_REQUEST, f"invalid request: {method} was already received")
+                else:
+                    log.warning("ignored a repeated %s", method)
+                return
+            if method == types.INITIALIZE or types.INITIALIZE in self._lifecycle_seen:
+                self._lifecycle_seen.add(method)
         if method == types.EXIT:
             self.exit_code = 0 if self._shutdown else 1
         elif self._shutdown:

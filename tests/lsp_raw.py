@@ -117,6 +117,19 @@ class RawServer:
                 self._cond.wait(0.2)
         raise TimeoutError("server not ready")
 
+    def wait_indexed(self, timeout: float = 180.0) -> dict:
+        """Poll ``fastcoder/status`` until no workspace folder is still indexing; returns the status."""
+        import time  # noqa: PLC0415
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.request("fastcoder/status", None, timeout)["result"]
+            if status["repo"] and all(r["state"] != "indexing" for r in status["repo"]):
+                return status
+            with self._cond:
+                self._cond.wait(0.1)
+        raise TimeoutError("workspace never finished indexing")
+
     def close(self, timeout: float = 20.0) -> int:
         """shutdown + exit; returns the exit status (kills the process if it does not exit)."""
         try:

@@ -67,7 +67,7 @@ def test_a_fifo_in_the_workspace_does_not_hang_the_server(tmp_path):
             "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4}, "context": {"triggerKind": 1}},
             timeout=60)
         assert "result" in answer
-        repo = server.request("fastcoder/status")["result"]["repo"]
+        repo = server.wait_indexed()["repo"]  # indexing finished despite the FIFOs
         assert repo and repo[0]["state"] == "ready"
         assert server.close() == 0  # shutdown + exit end the process
     finally:
@@ -95,8 +95,9 @@ def test_a_checkout_of_many_files_does_not_block_completions_and_d_r_converges(t
     (ws / "main.py").write_text("def main(request):\n    value = request.get('key_1')\n")
     server = RawServer(cwd=tmp_path)
     try:
-        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "maxIncrementalFiles": 100})
+        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "maxIncrementalFiles": 5})
         assert server.wait_ready()["state"] == "ready"
+        server.wait_indexed()
         uri = (ws / "main.py").as_uri()
         server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                                 "text": (ws / "main.py").read_text()}})

@@ -330,11 +330,22 @@ async def wait_quiet(client: LanguageClient, timeout: float = 60.0) -> dict:
 
 
 async def test_rebuild_index_request_reindexes_every_folder(client: LanguageClient):
-    before = await wait_quiet(client)  # debounced buffer pushes of open documents have landed
+    # an unsaved buffer of a file that exists only in the editor must survive the rebuild
+    ident = "rebuild_survivor_7731"
+    snippet = f"def {ident}(delta):\n    return delta * 7\n"
+    open_doc(client, "unsaved_only.py", f"import os\n\n\n{snippet}")
+    client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier((WORKSPACE / "unsaved_only.py").as_uri())))
+    deadline = time.monotonic() + 30
+    while not (await request(client, "fastcoder/repoContains", {"text": snippet}))["folders"][0]["found"]:
+        assert time.monotonic() < deadline, "the unsaved buffer never reached D_r"
+        await asyncio.sleep(0.1)
+    before = await wait_quiet(client)
     answer = await request(client, "fastcoder/rebuildIndex")
     assert answer["folders"] and Path(answer["folders"][0]).resolve() == WORKSPACE.resolve()
     deadline = time.monotonic() + 120
     while (after := await wait_quiet(client))["repo"][0]["builds"] <= before["repo"][0]["builds"]:
         assert time.monotonic() < deadline, "the rebuilt D_r was never attached"
         await asyncio.sleep(0.1)
-    assert after["repo"][0]["files"] == before["repo"][0]["files"] > 0  # open buffers survive the rebuild
+    assert after["repo"][0]["files"] > 0
+    assert (await request(client, "fastcoder/repoContains", {"text": snippet}))["folders"][0]["found"]
