@@ -432,15 +432,14 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
     ls.host.preempt_background()  # a background prefill yields the model within one chunk
     try:
         flight.future = asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.complete, req)
-        outcome = await flight.future
+        # shielded: cancelling this request must not cancel the job a type-through request may await
+        outcome = await asyncio.shield(flight.future)
     except asyncio.CancelledError:
         # $/cancelRequest (pygls answers -32800): stop decoding, unless the user typed on along the line
         # since (VS Code cancels on every keystroke): then the next request types through the answer
         current = ls.workspace.text_documents.get(uri)
         if not (settings.type_through and current is not None and flight.continued_by(current, grown=True)):
-            req.cancel.set()
-            if flight.future is not None and flight.future.cancelled():  # it never reached the model
-                ls.host.counters["cancelled"] += 1
+            req.cancel.set()  # the job stops at its next forward (or at once if still queued)
         raise
     finally:
         if ls.inflight.get(uri) is flight:

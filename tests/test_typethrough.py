@@ -98,3 +98,43 @@ def test_typing_replay_plan_blanks_bodies_and_types_them_back():
         assert "".join(k.char for k in keys if k.line == line) == body.strip()
     assert all(0.05 < k.gap_s < 1.0 for k in keys)
     assert keys[0].rest.startswith(keys[0].char)
+
+
+@pytest.mark.slow
+def test_cancelling_a_request_another_one_types_through_does_not_cancel_that_one(tmp_path):
+    """VS Code cancels request A when it sends B on the next keystroke; B may be waiting for A's answer
+    (type-through of a running completion): B must still get an answer, not RequestCancelled."""
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "shapes.py").write_text(BODY)
+    server = RawServer(cwd=tmp_path)
+    try:
+        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "stopAt": "block",
+                               "maxNewTokens": 64, "warmCache": False})
+        assert server.wait_ready()["state"] == "ready"
+        uri = (ws / "shapes.py").as_uri()
+        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                "text": BODY}})
+        line, col = BODY.count("\n"), 4
+        for attempt in range(3):
+            server.send({"jsonrpc": "2.0", "id": 500 + attempt, "method": "textDocument/inlineCompletion",
+                         "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": col},
+                                    "context": {"triggerKind": 2}}})
+            server.notify("textDocument/didChange", {
+                "textDocument": {"uri": uri, "version": 2 + attempt},
+                "contentChanges": [{"range": {"start": {"line": line, "character": col},
+                                              "end": {"line": line, "character": col}}, "text": "r"}]})
+            server.send({"jsonrpc": "2.0", "id": 600 + attempt, "method": "textDocument/inlineCompletion",
+                         "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": col + 1},
+                                    "context": {"triggerKind": 2}}})
+            server.notify("$/cancelRequest", {"id": 500 + attempt})
+            second = server.wait_for(600 + attempt)
+            assert "result" in second, second  # answered, not cancelled
+            server.wait_for(500 + attempt)  # the cancelled one is answered too (error or empty)
+            col += 1
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
