@@ -214,7 +214,8 @@ def main(argv=None) -> int:
     import os
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="/work/shared/models/tiny-py-coder")
+    ap.add_argument("--model", default=str(Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"),
+                    help="model folder (default: ../shared/models/tiny-py-coder beside the clone)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the stdlib D_c even if cached")
     ap.add_argument("--contexts", type=int, default=2000)
     ap.add_argument("--repo", type=Path, default=SITE / "transformers")
