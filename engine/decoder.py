@@ -285,14 +285,8 @@ class SpeculativeDecoder:
 
     @property
     def token_bytes(self):
-        """:class:`engine.healing.TokenBytes` of the model's tokenizer (built on first use)."""
-        if getattr(self, "_token_bytes", None) is None:
-            from .healing import TokenBytes  # noqa: PLC0415
-
-            if self.loaded.tokenizer is None:
-                raise ValueError("a constraint needs a tokenizer")
-            self._token_bytes = TokenBytes.from_tokenizer(self.loaded.tokenizer, self.loaded.vocab_size)
-        return self._token_bytes
+        """The model's :class:`engine.healing.TokenBytes` (shared by every decoder of the model)."""
+        return self.loaded.token_bytes
 
     def _choose(self, logits: torch.Tensor, params: SamplingParams, generator, remaining: bytes) -> int:
         """:func:`choose_token`, restricted to the tokens consistent with ``remaining`` when non-empty."""

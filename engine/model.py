@@ -48,6 +48,7 @@ class LoadedModel:
     dtype: torch.dtype
     name: str = ""
     _token_info: "TokenInfo | None" = field(default=None, repr=False)
+    _token_bytes: object | None = field(default=None, repr=False)
 
     @property
     def vocab_size(self) -> int:
@@ -82,6 +83,18 @@ class LoadedModel:
         if self._token_info is None:
             self._token_info = TokenInfo.from_tokenizer(self.tokenizer, self.vocab_size)
         return self._token_info
+
+    @property
+    def token_bytes(self):
+        """:class:`engine.healing.TokenBytes` of the tokenizer, for token healing (computed once per
+        model: ~15 ms for 8k tokens, ~0.3 s for 152k). Raises ValueError without a tokenizer."""
+        if self._token_bytes is None:
+            from .healing import TokenBytes  # noqa: PLC0415
+
+            if self.tokenizer is None:
+                raise ValueError("a constraint needs a tokenizer")
+            self._token_bytes = TokenBytes.from_tokenizer(self.tokenizer, self.vocab_size)
+        return self._token_bytes
 
 
 @dataclass

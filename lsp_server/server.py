@@ -412,7 +412,8 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
     path = uri_to_path(uri)
     prefix, suffix = source[:offset], source[offset:]
     line_prefix = prefix[prefix.rfind("\n") + 1:]
-    line_suffix = suffix.split("\n", 1)[0]
+    nl = suffix.find("\n")
+    line_suffix = suffix if nl < 0 else suffix[:nl]  # no copy of the rest of a large document
     settings = ls.host.settings
     if settings.type_through:
         rest = type_through(ls.shown.get(uri), uri, pos.line, line_prefix, line_suffix)

@@ -35,6 +35,17 @@ def tiny_coder():
     return load_model(str(TINY_CODER), device="cpu")
 
 
+@pytest.fixture()
+def model_workspace(tmp_path):
+    """An empty workspace folder (``tmp_path/ws``) for a real server with tiny-py-coder; skips without
+    the dev model. The server's own cwd should be ``tmp_path`` (never the workspace)."""
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """tiny-py-coder's tokenizer alone (found relative to the clone, like :data:`TINY_CODER`)."""

@@ -104,6 +104,13 @@ class RawServer:
         self.notify("initialized", {})
         return result
 
+    def open(self, path: Path, text: str | None = None) -> str:
+        """didOpen ``path`` (its text from disk unless given) as version 1; returns its URI."""
+        uri = path.as_uri()
+        self.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": path.read_text() if text is None else text}})
+        return uri
+
     def wait_ready(self, timeout: float = 180.0) -> dict:
         """Poll ``fastcoder/status`` (each poll waits on its response) until the state is ready."""
         import time  # noqa: PLC0415

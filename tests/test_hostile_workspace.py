@@ -47,11 +47,8 @@ def test_special_files_are_never_read_and_never_block(tmp_path, tiny_tokenizer):
 
 
 @pytest.mark.slow
-def test_a_fifo_in_the_workspace_does_not_hang_the_server(tmp_path):
-    if not TINY_CODER.exists():
-        pytest.skip(f"dev model not found at {TINY_CODER}")
-    ws = tmp_path / "ws"
-    ws.mkdir()
+def test_a_fifo_in_the_workspace_does_not_hang_the_server(tmp_path, model_workspace):
+    ws = model_workspace
     sock = _hostile_tree(ws)
     server = RawServer(cwd=tmp_path)
     try:
@@ -59,9 +56,7 @@ def test_a_fifo_in_the_workspace_does_not_hang_the_server(tmp_path):
         status = server.wait_ready()
         assert status["state"] == "ready"
         os.mkfifo(ws / "later.py")  # created while the server runs: the watcher sees it
-        uri = (ws / "good.py").as_uri()
-        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": (ws / "good.py").read_text()}})
+        uri = server.open(ws / "good.py")
         server.notify("textDocument/didSave", {"textDocument": {"uri": (ws / "later.py").as_uri()}})
         answer = server.request("textDocument/inlineCompletion", {
             "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4}, "context": {"triggerKind": 1}},
@@ -98,9 +93,7 @@ def test_a_checkout_of_many_files_does_not_block_completions_and_d_r_converges(t
         server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "maxIncrementalFiles": 5})
         assert server.wait_ready()["state"] == "ready"
         server.wait_indexed()
-        uri = (ws / "main.py").as_uri()
-        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": (ws / "main.py").read_text()}})
+        uri = server.open(ws / "main.py")
         params = {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
                   "context": {"triggerKind": 1}}
         server.request("textDocument/inlineCompletion", params, timeout=120)  # warm

@@ -87,20 +87,15 @@ def _message(rng: random.Random, msg_id: int, uri: str):
 
 
 @pytest.mark.slow
-def test_every_malformed_request_is_answered_and_the_server_survives(tmp_path):
-    if not TINY_CODER.exists():
-        pytest.skip(f"dev model not found at {TINY_CODER}")
-    ws = tmp_path / "ws"
-    ws.mkdir()
+def test_every_malformed_request_is_answered_and_the_server_survives(tmp_path, model_workspace):
+    ws = model_workspace
     (ws / "app.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
     before = sorted((p.relative_to(ws), p.stat().st_mtime_ns) for p in ws.rglob("*"))
     server = RawServer(cwd=tmp_path)
     try:
         server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none"})
         assert server.wait_ready()["state"] == "ready"
-        uri = (ws / "app.py").as_uri()
-        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": (ws / "app.py").read_text()}})
+        uri = server.open(ws / "app.py")
         rng = random.Random(SEED)
         expected_ids, expected_null, sent = [], 0, collections.Counter()
         for i in range(COUNT):

@@ -26,19 +26,14 @@ BODY = ("def area(width, height):\n    return width * height\n\n\n"
 
 
 @pytest.mark.slow
-def test_typing_what_the_suggestion_says_is_answered_without_the_model(tmp_path):
-    if not TINY_CODER.exists():
-        pytest.skip(f"dev model not found at {TINY_CODER}")
-    ws = tmp_path / "ws"
-    ws.mkdir()
+def test_typing_what_the_suggestion_says_is_answered_without_the_model(tmp_path, model_workspace):
+    ws = model_workspace
     (ws / "shapes.py").write_text(BODY)
     server = RawServer(cwd=tmp_path)
     try:
         server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none"})
         assert server.wait_ready()["state"] == "ready"
-        uri = (ws / "shapes.py").as_uri()
-        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": BODY}})
+        uri = server.open(ws / "shapes.py", BODY)
         line, col = BODY.count("\n"), 4
         # the open document is prefilled in the background before anything is asked
         deadline_status = None
@@ -101,22 +96,17 @@ def test_typing_replay_plan_blanks_bodies_and_types_them_back():
 
 
 @pytest.mark.slow
-def test_cancelling_a_request_another_one_types_through_does_not_cancel_that_one(tmp_path):
+def test_cancelling_a_request_another_one_types_through_does_not_cancel_that_one(tmp_path, model_workspace):
     """VS Code cancels request A when it sends B on the next keystroke; B may be waiting for A's answer
     (type-through of a running completion): B must still get an answer, not RequestCancelled."""
-    if not TINY_CODER.exists():
-        pytest.skip(f"dev model not found at {TINY_CODER}")
-    ws = tmp_path / "ws"
-    ws.mkdir()
+    ws = model_workspace
     (ws / "shapes.py").write_text(BODY)
     server = RawServer(cwd=tmp_path)
     try:
         server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "stopAt": "block",
                                "maxNewTokens": 64, "warmCache": False})
         assert server.wait_ready()["state"] == "ready"
-        uri = (ws / "shapes.py").as_uri()
-        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": BODY}})
+        uri = server.open(ws / "shapes.py", BODY)
         line, col = BODY.count("\n"), 4
         for attempt in range(3):
             server.send({"jsonrpc": "2.0", "id": 500 + attempt, "method": "textDocument/inlineCompletion",
