@@ -26,7 +26,7 @@ PRIOR_SCALE = 0.7            # prior mean = this x the node's raw share (shares 
 DEPTH_BUCKETS = 8            # depths 1..7, then 8+
 SHARE_EDGES = (0.1, 0.25, 0.5, 0.75, 0.99)   # share buckets: <0.1, <0.25, <0.5, <0.75, <0.99, ~1
 MATCH_EDGES = (2, 3, 4, 6, 9, 13)            # matched suffix length buckets (tokens)
-SOURCE_SLOTS = 16                            # SOURCE_* bitmask values 0..15
+SOURCE_SLOTS = 32                            # SOURCE_* bitmask values 0..31
 
 
 def bucket_keys(sources: np.ndarray, depths: np.ndarray, shares: np.ndarray, match_lengths: np.ndarray) -> np.ndarray:

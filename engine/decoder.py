@@ -27,8 +27,15 @@ from .verify import SamplingParams, accept, choose_token, compact_cache, tree_fo
 
 log = logging.getLogger(__name__)
 
-#: Decoding methods: two baselines without drafting and three drafters.
-METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder")
+#: Decoding methods: two baselines without drafting, three retrieval drafters, SDSAT (adaptive tokens;
+#: needs an SDSAT fine-tune, :mod:`engine.sdsat`) and SDSAT merged with fastcoder's retrieval.
+METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat")
+#: Adaptive tokens per SDSAT branch at most (the paper measures k up to 13).
+MAX_ADAPTIVE_TOKENS = 16
+#: Methods that draft with SDSAT adaptive tokens.
+SDSAT_METHODS = ("sdsat", "fastcoder+sdsat")
+#: Methods whose trees are sized by the verify-cost model by default.
+COST_SIZED_METHODS = ("fastcoder", "sdsat", "fastcoder+sdsat")
 
 
 @dataclass
@@ -101,9 +108,15 @@ class SpeculativeDecoder:
             ``verify_cost`` (a :class:`engine.cost_model.VerifyCost`; default: measured and cached
             for this model/device/dtype/threads) and ``acceptance_estimator`` (one to share, e.g.
             across the decoders of a server's workspace folders).
+            sdsat and fastcoder+sdsat (:mod:`engine.sdsat.drafter`): ``adaptive_tokens`` (k, default
+            the model's trained window L; a cap when sized by cost), ``adaptive_width`` (candidates
+            per adaptive position; default 1 when greedy, 3 when sampling), ``adaptive_every_step``
+            (default False for sdsat, the paper's two-step loop; True for fastcoder+sdsat).
 
     Raises:
-        ValueError: unknown method; TypeError: an option the method does not take.
+        ValueError: unknown method; :class:`engine.sdsat.NotAnSdsatModel` (a ValueError): an SDSAT
+            method with a model that has no adaptive-token metadata; TypeError: an option the
+            method does not take.
     """
 
     def __init__(self, loaded: LoadedModel, method: str = "fastcoder", repo_datastore=None,
@@ -115,34 +128,50 @@ class SpeculativeDecoder:
         self.repo_datastore = repo_datastore
         self.common_datastore = common_datastore
         self.options = dict(options)
+        if method in SDSAT_METHODS and loaded.sdsat is None:
+            from .sdsat import NotAnSdsatModel  # noqa: PLC0415
+
+            raise NotAnSdsatModel(
+                f"method {method!r} needs an SDSAT model (fine-tuned with adaptive tokens, with an sdsat.json "
+                f"beside its weights); {loaded.name or 'this model'} has none: make one with "
+                "`fastcoder train-sdsat`, or choose another method")
         verify_cost = self.options.pop("verify_cost", None)
         shared_estimator = self.options.pop("acceptance_estimator", None)
-        self.size_by_cost = bool(self.options.pop("size_by_cost", method == "fastcoder"))
+        self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
         self.estimator = self.cost = None
-        if method == "fastcoder" and self.size_by_cost:
+        self.sdsat_options = {k: self.options.pop(k) for k in ("adaptive_tokens", "adaptive_width",
+                                                                "adaptive_every_step") if k in self.options}
+        if method in COST_SIZED_METHODS and self.size_by_cost:
             from .acceptance import AcceptanceEstimator  # noqa: PLC0415
             from .cost_model import load_or_measure_verify_cost  # noqa: PLC0415
 
             self.estimator = shared_estimator if shared_estimator is not None else AcceptanceEstimator()
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
             self.options.setdefault("draft_budget", MAX_DRAFT_TOKENS)  # a cap: the cost model sizes trees
-            # trees keep ~4-16 nodes: sample fewer matches, shorter continuations (retrieval time)
-            self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
-            self.options.setdefault("draft_len", SIZED_DRAFT_LEN)
-        if method in ("rest", "fastcoder") and "draft_budget" not in self.options and "budget" not in self.options:
+            if method != "sdsat":  # trees keep ~4-16 nodes: sample fewer matches, shorter continuations
+                self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
+                self.options.setdefault("draft_len", SIZED_DRAFT_LEN)
+        if method in ("rest", "fastcoder", "fastcoder+sdsat") and "draft_budget" not in self.options \
+                and "budget" not in self.options:
             self.options["draft_budget"] = default_draft_budget(loaded.device)
         self.max_prompt_kv_documents = 4  # documents whose prompt KV cache is kept (memory bound)
         self._kv_owners: OrderedDict[int, FastCoderCache] = OrderedDict()
-        if method in ("rest", "copyspec", "fastcoder"):  # validate the options now, not mid-request
+        if method in ("rest", "copyspec", "fastcoder", *SDSAT_METHODS):  # validate the options now
             self._make_drafter(None)
-        elif self.options:
+        elif self.options or self.sdsat_options:
             raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")
 
     def new_cache(self) -> FastCoderCache:
         """A fresh per-document FastCoder cache, to pass to :meth:`generate` across requests."""
         return FastCoderCache(n_min=self.options.get("n_min", 2))
 
-    def _make_drafter(self, cache):
+    def _make_drafter(self, cache, greedy: bool = True):
+        if self.method in SDSAT_METHODS:
+            from .sdsat.drafter import make_adaptive_drafter  # noqa: PLC0415
+
+            return make_adaptive_drafter(self.method, self.loaded, self.repo_datastore, self.common_datastore,
+                                         cache, self.estimator, self.cost, greedy, self.sdsat_options,
+                                         self.options)
         token_info = self.loaded.token_info if self.method == "fastcoder" else None
         return make_drafter(self.method, token_info, self.repo_datastore, self.common_datastore,
                             cache=cache, estimator=self.estimator, cost=self.cost, **self.options)
@@ -193,7 +222,7 @@ class SpeculativeDecoder:
         if not params.greedy:
             generator = torch.Generator(device=self.loaded.device)
             generator.manual_seed(seed if seed is not None else secrets.randbits(63))
-        drafter = None if self.method == "ar" else self._make_drafter(cache)
+        drafter = None if self.method == "ar" else self._make_drafter(cache, params.greedy)
         return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache,
                               deadline, remaining)
 
@@ -247,7 +276,8 @@ class SpeculativeDecoder:
             ids = [int(bos)]
         # room for the new tokens and one draft tree; the same for every method at default settings,
         # so all methods see the same (left-truncated) prompt
-        tree_room = max(64, int(self.options.get("draft_budget", 64))) + 1
+        # (plus an SDSAT adaptive branch of at most MAX_ADAPTIVE_TOKENS, for every method alike)
+        tree_room = max(64, int(self.options.get("draft_budget", 64))) + 1 + MAX_ADAPTIVE_TOKENS
         room = self.loaded.max_positions - max_new_tokens - tree_room
         room = max(room, 1)
         if len(ids) > room:
@@ -362,8 +392,11 @@ class SpeculativeDecoder:
             path, bonus = accept(logits, tree, params, generator)
             compact_cache(cache, past_len, path, len(tree))
             if self.estimator is not None and tree.keys is not None:
-                self.estimator.update(tree.keys, tree.parents, path)
+                n = tree.n_draft
+                self.estimator.update(tree.keys, tree.parents[:n], [p for p in path if p < n] if tree.n_adaptive else path)
             committed = tree.tokens[path].tolist() + [bonus]
+            if tree.n_adaptive:
+                drafter.observe_logits(ctx_view, tree, logits, path, committed)
             t = time.perf_counter()
             drafter.observe(ctx_view, tree, path, committed)
             retrieval_s += time.perf_counter() - t

@@ -19,7 +19,9 @@ SOURCE_CACHE = 1
 SOURCE_REPO = 2
 SOURCE_COMMON = 4
 SOURCE_CONTEXT = 8
-SOURCE_NAMES = {SOURCE_CACHE: "cache", SOURCE_REPO: "repo", SOURCE_COMMON: "common", SOURCE_CONTEXT: "context"}
+SOURCE_ADAPTIVE = 16  # drafts read off SDSAT adaptive tokens (engine.sdsat.drafter)
+SOURCE_NAMES = {SOURCE_CACHE: "cache", SOURCE_REPO: "repo", SOURCE_COMMON: "common", SOURCE_CONTEXT: "context",
+                SOURCE_ADAPTIVE: "adaptive"}
 
 
 @dataclass
@@ -57,6 +59,11 @@ class DraftTree:
         weights: (N,) float64 node weights (for inspection).
         keys: (N,) int64 acceptance-estimate bucket of each node (:mod:`engine.acceptance`), or None
             when the tree was not sized by cost.
+        n_adaptive: the last ``n_adaptive`` nodes are not drafts but an SDSAT *adaptive branch*: k
+            adaptive tokens chained below the pending token, forwarded only for the drafts their
+            logits give (SDSAT section 2.1, draft step 1). They are verified like any node (a model
+            that chose the adaptive token would have them accepted, exactly), but carry no
+            acceptance-estimate bucket: ``keys`` covers the first ``len(tree) - n_adaptive`` nodes.
     """
 
     tokens: np.ndarray
@@ -65,6 +72,7 @@ class DraftTree:
     sources: np.ndarray
     weights: np.ndarray
     keys: np.ndarray | None = None
+    n_adaptive: int = 0
     _children: dict | None = field(default=None, repr=False)
     _ancestors: np.ndarray | None = field(default=None, repr=False)
 
@@ -83,6 +91,28 @@ class DraftTree:
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
+
+    @property
+    def n_draft(self) -> int:
+        """Draft nodes (tokens): every node but the adaptive branch."""
+        return len(self) - self.n_adaptive
+
+    def with_adaptive_branch(self, token_id: int, k: int) -> "DraftTree":
+        """This tree plus a chain of ``k`` copies of the adaptive token ``token_id`` below the pending
+        token, appended last (SDSAT eq. 1: the adaptive token at depth j predicts the token j + 1
+        positions after the pending one). Breadth-first order is not needed by tree attention,
+        only parents before children, which holds."""
+        if k <= 0:
+            return self
+        n = len(self)
+        chain_parents = np.concatenate([[-1], np.arange(n, n + k - 1)]).astype(np.int64)
+        return DraftTree(
+            np.concatenate([self.tokens, np.full(k, int(token_id), dtype=np.int64)]),
+            np.concatenate([self.parents, chain_parents]),
+            np.concatenate([self.depths, np.arange(1, k + 1, dtype=np.int64)]),
+            np.concatenate([self.sources, np.zeros(k, dtype=np.uint8)]),
+            np.concatenate([self.weights, np.zeros(k)]),
+            self.keys, self.n_adaptive + k)
 
     @property
     def children(self) -> dict[tuple[int, int], int]:

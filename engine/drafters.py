@@ -317,6 +317,12 @@ class FastCoderDrafter:
         return found
 
     def propose(self, context: np.ndarray) -> DraftTree:
+        return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator,
+                                self.cost)
+
+    def candidates(self, context: np.ndarray) -> list[Candidates]:
+        """Every source's continuations for ``context`` (FastCoder Alg. 1: the cache first, else D_r and
+        D_c, plus context copy), before they are merged into a draft tree."""
         parts: list[Candidates] = []
         if self.opts.use_cache and self.cache.num_sequences >= self.opts.cache_min_sequences:
             hit = self.cache.search(context, self.ret.draft_len)
@@ -332,7 +338,7 @@ class FastCoderDrafter:
                 for r, c in enumerate(conts):
                     rows[r, :len(c)] = c
                 parts.append(Candidates(rows, np.ones(len(conts)), 1.0, SOURCE_CONTEXT, self.opts.copy_gamma))
-        return build_draft_tree(parts, self.ret.budget, self.ret.min_prob, self.estimator, self.cost)
+        return parts
 
     def observe(self, context, tree, path, accepted) -> None:
         if not self.opts.use_cache:

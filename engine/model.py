@@ -40,6 +40,8 @@ class LoadedModel:
         device: where the model's weights live.
         dtype: the weights' dtype (float32 on CPU by default, for exactness).
         name: the path or hub id it came from.
+        sdsat: the model's SDSAT adaptive-token metadata (``sdsat.json`` beside the weights,
+            :mod:`engine.sdsat.config`), or None for a model not fine-tuned with adaptive tokens.
     """
 
     model: torch.nn.Module
@@ -47,6 +49,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str = ""
+    sdsat: "SdsatConfig | None" = None
     _token_info: "TokenInfo | None" = field(default=None, repr=False)
     _token_bytes: object | None = field(default=None, repr=False)
 
@@ -231,4 +234,23 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
     model.to(dev)
     model.eval()
     log.info("loaded %s on %s (%s)", name, dev, torch_dtype)
-    return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name)
+    return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name,
+                       sdsat=_load_sdsat(source, local_only))
+
+
+def _load_sdsat(source: str, local_only: bool):
+    """The SDSAT metadata beside the model (a folder, or a hub repository's ``sdsat.json``), or None."""
+    from .sdsat.config import SDSAT_CONFIG_FILE, load_sdsat_config  # noqa: PLC0415
+
+    if Path(source).is_dir():
+        return load_sdsat_config(source)
+    try:
+        from transformers.utils import cached_file  # noqa: PLC0415
+
+        found = cached_file(source, SDSAT_CONFIG_FILE, local_files_only=local_only,
+                            _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)
+    except (OSError, ValueError) as err:
+        log.debug("no %s for %s: %s", SDSAT_CONFIG_FILE, source, err)
+        return None
+    return load_sdsat_config(Path(found).parent) if found else None

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test,train]'

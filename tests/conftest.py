@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 TINY_CODER = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "tiny-py-coder"
+
+# Decoders size draft trees with a verify-cost curve; measured under a busy machine it can say that no
+# draft pays, and a test asserting that drafts were accepted would then fail by timing alone. Every
+# decoder of the suite (language servers started by tests included: they inherit the environment)
+# uses one fixed curve measured on the project's CPU; tests/test_cost_model.py measures for real.
+os.environ.setdefault("FASTCODER_VERIFY_COST", str(Path(__file__).resolve().parent / "data" / "verify_cost_cpu.json"))
 
 
 def third_party_sources(limit: int = 6) -> list[Path]:
