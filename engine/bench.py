@@ -62,12 +62,21 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
     # CPU, nodes below a 0.2 share pruned
     "fastcoder-fixed": ("fastcoder", {"size_by_cost": False}),
+    # SDSAT (issue #11): these need an SDSAT model (``fastcoder train-sdsat``); k sized by the verify-cost
+    # model, or fixed at k adaptive tokens as in the paper's two-step loop
+    "sdsat": ("sdsat", {}),
+    "sdsat-k2": ("sdsat", {"adaptive_tokens": 2, "size_by_cost": False}),
+    "sdsat-k4": ("sdsat", {"adaptive_tokens": 4, "size_by_cost": False}),
+    "sdsat-k8": ("sdsat", {"adaptive_tokens": 8, "size_by_cost": False}),
+    "fastcoder+sdsat": ("fastcoder+sdsat", {}),
 }
-DEFAULT_METHODS = tuple(METHOD_SPECS)
+#: Methods that need a model fine-tuned with adaptive tokens: not run unless asked for.
+SDSAT_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base in ("sdsat", "fastcoder+sdsat"))
+DEFAULT_METHODS = tuple(m for m in METHOD_SPECS if m not in SDSAT_BENCH_METHODS)
 REFERENCE_METHOD = "ar"
 DEFAULT_MAX_PROMPT_TOKENS = 1024  # tiny-py-coder was trained on 1,024-token windows
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
-HIT_SOURCES = ("cache", "repo", "common", "context")
+HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive")
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist"}
 
 
@@ -325,7 +334,9 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(ordered)
 
 
-DRAFTING_METHODS = ("rest", "copyspec", "fastcoder")
+DRAFTING_METHODS = ("rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat")
+#: Engine methods with a per-document FastCoder cache and a shared acceptance estimator.
+_CACHED_METHODS = ("fastcoder", "fastcoder+sdsat")
 _ESTIMATORS: dict = {}
 
 
@@ -343,7 +354,7 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
     base, options = METHOD_SPECS[method]
     if extra and base in DRAFTING_METHODS:
         options = {**options, **extra}
-    if base == "fastcoder" and options.get("size_by_cost", True):
+    if base in (*_CACHED_METHODS, "sdsat") and options.get("size_by_cost", True):
         # one estimator per method for the whole run, as a server keeps one across requests
         options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator())}
     return SpeculativeDecoder(loaded, method=base, repo_datastore=repo_datastore,
@@ -359,7 +370,7 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     RSS is reset first where Linux allows, so ``peak_rss_mb`` is this run's peak (still process-wide:
     model and datastores included).
     """
-    cache = decoder.new_cache() if METHOD_SPECS[method][0] == "fastcoder" else None
+    cache = decoder.new_cache() if METHOD_SPECS[method][0] in _CACHED_METHODS else None
     reset_peak_rss()
     start = time.perf_counter()
     res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
@@ -880,7 +891,7 @@ def render_markdown(result: dict) -> str:
         lines.append(f"- D_r: {ds.get('repo_tokens')} tokens in {ds.get('repo_files')} files; "
                      f"D_c: {ds.get('common_tokens')} tokens")
     lines += ["", "| method | ms/token | speedup | accepted length | forward passes | retrieval ms/step "
-              "| retrieval share | hits cache/repo/common/context | peak RSS MB | lossless |",
+              "| retrieval share | hits cache/repo/common/context/adaptive | peak RSS MB | lossless |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in result["methods"].items():
         h = m["hits"]
@@ -1000,6 +1011,10 @@ def run(args: argparse.Namespace) -> int:
         tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed, budget,
                               args.min_body_lines)
         common_ds = _load_common(loaded, args.common)
+        needs_sdsat = [m for m in methods if m in SDSAT_BENCH_METHODS]
+        if needs_sdsat and loaded.sdsat is None:
+            raise BenchError(f"{', '.join(needs_sdsat)} need an SDSAT model (an sdsat.json beside the weights); "
+                             f"{args.model or 'the default model'} has none: make one with `fastcoder train-sdsat`")
     except (ModelLoadError, BenchError) as err:
         print(f"fastcoder bench: {err}", file=sys.stderr)
         return 2

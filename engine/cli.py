@@ -19,6 +19,10 @@ from pathlib import Path
 
 from .decoder import METHODS
 
+#: Methods that draft from the common datastore D_c / the repository datastore D_r.
+COMMON_METHODS = ("rest", "fastcoder", "fastcoder+sdsat")
+REPO_METHODS = ("fastcoder", "fastcoder+sdsat")
+
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
@@ -85,6 +89,9 @@ def add_commands(sub) -> None:
     _add_generate(sub)
     _add_index(sub)
     _add_bench(sub)
+    from .sdsat.cli import add_commands as add_sdsat_commands  # noqa: PLC0415
+
+    add_sdsat_commands(sub)
 
 
 def build_parser(extra=()) -> argparse.ArgumentParser:
@@ -145,16 +152,16 @@ def cmd_generate(args) -> int:
 
     prompt = read_prompt(args)
     loaded = _load(args)
-    common = _load_common(loaded.tokenizer, args.common) if args.method in ("rest", "fastcoder") else None
+    common = _load_common(loaded.tokenizer, args.common) if args.method in COMMON_METHODS else None
     repo = None
-    if args.repo is not None and args.method == "fastcoder":
+    if args.repo is not None and args.method in REPO_METHODS:
         from .repo_datastore import RepoDatastore
 
         if not args.repo.is_dir():
             raise CLIError(f"--repo {args.repo} is not a folder")
         repo = RepoDatastore.build(args.repo, loaded.tokenizer)
-    decoder = SpeculativeDecoder(loaded, method=args.method, repo_datastore=repo, common_datastore=common)
     try:
+        decoder = SpeculativeDecoder(loaded, method=args.method, repo_datastore=repo, common_datastore=common)
         result = decoder.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     except ValueError as err:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from .indexing import FolderIndex, IndexingMixin, lower_thread_priority
 from .postprocess import CursorContext, generation_stop, postprocess, strip_healed, whole_lines
 from .prompt import build_fim_prompt, model_max_tokens, prompt_budget
-from .settings import DECODER_KEYS, REINDEX_KEYS, RELOAD_KEYS, Settings
+from .settings import COST_SIZED_METHODS, DECODER_KEYS, REINDEX_KEYS, RELOAD_KEYS, SDSAT_METHODS, Settings
 
 log = logging.getLogger("fastcoder.lsp")
 
@@ -101,6 +101,7 @@ class EngineHost(IndexingMixin):
         self._completing = threading.Event()  # set while the model worker runs a completion
         self._estimator: Any = None  # acceptance estimates, shared by the fastcoder decoders
         self.verify_cost: dict | None = None
+        self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
         self.type_through_ms: collections.deque[float] = collections.deque(maxlen=200)  # server side
@@ -134,12 +135,17 @@ class EngineHost(IndexingMixin):
                 loaded = load_model(settings.resolved_model(), device=settings.device)
             except ModelLoadError as exc:
                 raise _LoadFailed(str(exc)) from None
-            if settings.method == "fastcoder":  # measured once per model/device/dtype/threads, then cached
+            cost = None
+            if settings.method in SDSAT_METHODS and loaded.sdsat is None:
+                raise _LoadFailed(f"method {settings.method!r} needs an SDSAT model (fine-tuned with adaptive tokens, "
+                                  f"an sdsat.json beside its weights); {settings.resolved_model()} is not one: make "
+                                  "one with `fastcoder train-sdsat` or set fastcoder.method to another method")
+            if settings.method in COST_SIZED_METHODS:  # measured once per model/device/dtype/threads, then cached
                 self.progress("cost", "measuring the verify cost c(n)", 25, False)
                 try:
                     from engine.cost_model import load_or_measure_verify_cost  # noqa: PLC0415
 
-                    self.verify_cost = load_or_measure_verify_cost(loaded).as_dict()
+                    cost = load_or_measure_verify_cost(loaded)
                 except Exception:
                     log.exception("verify-cost measurement failed")
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
@@ -154,7 +160,8 @@ class EngineHost(IndexingMixin):
         with self._lock:
             if gen != self._generation:
                 return
-            self.loaded, self.common = loaded, common
+            self.loaded, self.common, self._cost = loaded, common, cost
+            self.verify_cost = cost.as_dict() if cost is not None else None
             self._decoders.clear()
             self._caches.clear()
             self.state = "ready"
@@ -199,8 +206,9 @@ class EngineHost(IndexingMixin):
         reload in the background), ``"reindex"`` (repoIndex / exclude changed: D_r rebuilt in the
         background), or ``"none"`` (applies from the next request; a method change replaces the decoders)."""
         changed = new.changed_keys(self.settings)
+        sdsat_switch = "method" in changed and (new.method in SDSAT_METHODS or self.settings.method in SDSAT_METHODS)
         self.settings = new
-        if changed & set(RELOAD_KEYS):
+        if changed & set(RELOAD_KEYS) or sdsat_switch:  # a switch to/from SDSAT re-checks the model's metadata
             if self.state != "idle":
                 self.start(list(self.folders))
             return "reload"
@@ -229,12 +237,14 @@ class EngineHost(IndexingMixin):
                 index = self.folders.get(folder) if folder else None
                 repo = index.datastore if index is not None and index.state == "ready" else None
                 extra = {}
-                if self.settings.method == "fastcoder":
+                if self.settings.method in COST_SIZED_METHODS:
                     if self._estimator is None:
                         from engine.acceptance import AcceptanceEstimator  # noqa: PLC0415
 
                         self._estimator = AcceptanceEstimator()
                     extra["acceptance_estimator"] = self._estimator  # learned across folders and requests
+                    if self._cost is not None:
+                        extra["verify_cost"] = self._cost
                 dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
                                          common_datastore=self.common, **extra)
                 if getattr(dec, "cost", None) is not None:

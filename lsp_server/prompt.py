@@ -16,32 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from engine.fim import FIM_TEMPLATES, FimTemplate, detect_fim_template  # noqa: F401 (re-exported)
+
 DEFAULT_MAX_PROMPT_TOKENS = 1024
 SUFFIX_FRACTION = 0.25
 # Characters looked at per budget token before tokenising (BPE code averages ~3-4 chars/token); keeps
 # tokenisation cost bounded for huge files.
 _CHARS_PER_TOKEN_BOUND = 12
-
-
-@dataclass(frozen=True)
-class FimTemplate:
-    """Special tokens of one FIM family, in PSM order (prefix, suffix, middle). ``bos`` means the prompt
-    starts with the tokenizer's BOS token (CodeLlama)."""
-
-    name: str
-    prefix: str
-    suffix: str
-    middle: str
-    bos: bool = False
-
-
-FIM_TEMPLATES: tuple[FimTemplate, ...] = (
-    FimTemplate("qwen", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
-    FimTemplate("starcoder", "<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
-    FimTemplate("deepseek", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
-    FimTemplate("codellama", "▁<PRE>", "▁<SUF>", "▁<MID>", bos=True),
-    FimTemplate("codellama", "<PRE>", "<SUF>", "<MID>", bos=True),
-)
 
 
 @dataclass(frozen=True)
@@ -60,24 +41,6 @@ class FimPrompt:
     suffix_tokens: int
     truncated: bool
     healed: bytes = b""
-
-
-def _vocab(tokenizer: Any) -> dict[str, int]:
-    try:
-        return dict(tokenizer.get_vocab())
-    except Exception:
-        return {}
-
-
-def detect_fim_template(tokenizer: Any) -> tuple[FimTemplate, tuple[int, int, int]] | None:
-    """The first FIM family whose three special tokens are all in ``tokenizer``'s vocabulary, with their ids
-    (prefix, suffix, middle); None when the tokenizer has no FIM tokens."""
-    vocab = _vocab(tokenizer)
-    for tpl in FIM_TEMPLATES:
-        ids = [vocab.get(t) for t in (tpl.prefix, tpl.suffix, tpl.middle)]
-        if all(i is not None for i in ids):
-            return tpl, (int(ids[0]), int(ids[1]), int(ids[2]))
-    return None
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:

@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 SECTION = "fastcoder"
-METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder")
+METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat")
+# Methods that need a model fine-tuned with adaptive tokens (an sdsat.json beside its weights).
+SDSAT_METHODS = ("sdsat", "fastcoder+sdsat")
+# Methods whose drafts are sized by the verify-cost model c(n) and a learned acceptance estimator.
+COST_SIZED_METHODS = ("fastcoder", "sdsat", "fastcoder+sdsat")
 STOP_AT = ("line", "block")
 DEVICE_PREFIXES = ("auto", "cpu", "cuda", "mps", "xpu")
 # Settings whose change needs the model and D_c to be reloaded in the background.

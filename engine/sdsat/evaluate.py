@@ -2,6 +2,8 @@
 
 - :func:`standard_loss`: mean next-token cross-entropy (nats per token) on held-out text with no
   adaptive token in it, the paper's check that fine-tuning left standard tokens unharmed (appendix A).
+- :func:`fim_middle_loss`: the same on the middle of fill-in-the-middle samples, for a FIM model (what
+  an editor asks of it must survive the fine-tuning too).
 - :func:`adaptive_acceptance`: the paper's Figure 3 "accept rate" per adaptive position under greedy
   decoding: after a context, k adaptive tokens are appended; position j counts as accepted when the
   drafts of positions 1..j all equal the model's own greedy continuation (tokens 2..j + 1 after the
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .train import chunk_tokens, corpus_files, tokenize_corpus
+from .train import chunk_tokens, corpus_files, fim_sample, tokenize_corpus
 
 
 @torch.inference_mode()
@@ -34,6 +36,30 @@ def standard_loss(model, tokenizer, corpus: str | Path, seq_len: int = 512, max_
         logits = model(input_ids=ids[:, :-1]).logits.float()
         total += float(torch.nn.functional.cross_entropy(logits[0], ids[0, 1:], reduction="sum"))
         count += ids.shape[1] - 1
+    return round(total / count, 4)
+
+
+@torch.inference_mode()
+def fim_middle_loss(model, tokenizer, corpus: str | Path, fim_ids: tuple[int, int, int], seq_len: int = 512,
+                    max_sequences: int = 64, seed: int = 0) -> float:
+    """Mean cross-entropy (nats/token, float) on the middle tokens of PSM FIM samples
+    (:func:`engine.sdsat.train.fim_sample`, seeded: the same samples for every model) made from up to
+    ``max_sequences`` windows of the .py files under ``corpus``; NaN when the corpus is too small."""
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    windows = chunk_tokens(tokenize_corpus(tokenizer, corpus_files(corpus), eos,
+                                           max_tokens=(seq_len + 1) * max_sequences + 1), seq_len)[:max_sequences]
+    if len(windows) == 0:
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    model.eval()
+    total, count = 0.0, 0
+    for w in windows:
+        sample, start = fim_sample(w, fim_ids, rng)
+        ids = torch.from_numpy(sample)[None].to(model.device)
+        logits = model(input_ids=ids[:, :-1]).logits.float()
+        # the logits at position t predict sample[t + 1]: the middle's tokens are predicted from start - 1 on
+        total += float(torch.nn.functional.cross_entropy(logits[0, start - 1:], ids[0, start:], reduction="sum"))
+        count += ids.shape[1] - start
     return round(total / count, 4)
 
 

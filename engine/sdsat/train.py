@@ -35,12 +35,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..fim import detect_fim_template
 from .config import SdsatConfig, save_sdsat_config
 
 log = logging.getLogger(__name__)
 
 #: The adaptive token of the project's dev model (a reserved token never seen in its pre-training).
 DEFAULT_ADAPTIVE_TOKEN = "<|reserved_0|>"
+#: Longest middle of a FIM training sample (tokens): editors ask for a line or a few.
+FIM_MAX_MIDDLE = 64
 
 
 @dataclass
@@ -51,7 +54,8 @@ class SdsatTrainOptions:
     that start a window (0.10). seq_len: tokens per training sequence. steps: optimizer steps.
     batch_size: sequences per micro-batch (half standard, half mixed). grad_accum: micro-batches per
     step. lr: peak learning rate; warmup_steps; min_lr_ratio: final lr / peak (paper: 1e-5 / 5e-5).
-    adaptive_weight: w of eq. 9. threads: torch threads on CPU (0: torch's default). bf16: mixed
+    adaptive_weight: w of eq. 9. fim_rate: share of the rows made FIM samples when the tokenizer has FIM
+    tokens (keeps a FIM model's infilling; 0 turns it off). threads: torch threads on CPU (0: torch's default). bf16: mixed
     precision (autocast to bfloat16); None: on an accelerator only, since on a CPU without bf16
     instructions it is far slower (this project's 2-core CPU: forward+backward of 4 x 128 tokens of
     tiny-py-coder 0.23 s in float32, 8.1 s under bf16 autocast). save_steps: checkpoint interval
@@ -68,6 +72,7 @@ class SdsatTrainOptions:
     warmup_steps: int = 20
     min_lr_ratio: float = 0.2
     adaptive_weight: float = 1.0
+    fim_rate: float = 0.5
     threads: int = 0
     bf16: bool | None = None
     save_steps: int = 50
@@ -130,29 +135,65 @@ def mix_adaptive(inputs: np.ndarray, adaptive_id: int, max_window: int, fraction
     return mixed, mask
 
 
+def fim_sample(window: np.ndarray, fim_ids: tuple[int, int, int], rng: np.random.Generator,
+               max_middle: int = FIM_MAX_MIDDLE) -> tuple[np.ndarray, int]:
+    """A PSM fill-in-the-middle sample of the same length as ``window``:
+    ``<prefix> P <suffix> S <middle> M`` where P, M, S are consecutive spans of ``window[:-3]`` and M (the
+    part an editor asks for) has 1..``max_middle`` tokens at a uniform position.
+
+    Args:
+        window: (N,) int64 tokens, N >= 8. fim_ids: (prefix, suffix, middle) token ids.
+    Returns:
+        ``(sample, middle_start)``: (N,) int64, and the index in ``sample`` of M's first token.
+    """
+    body = window[:-3]
+    n = len(body)
+    m = int(rng.integers(1, max(2, min(max_middle, n - 2) + 1)))
+    a = int(rng.integers(1, n - m + 1))  # at least one prefix token
+    pre, mid, suf = body[:a], body[a:a + m], body[a + m:]
+    p_id, s_id, m_id = fim_ids
+    sample = np.concatenate([[p_id], pre, [s_id], suf, [m_id], mid]).astype(np.int64)
+    return sample, len(sample) - len(mid)
+
+
 class SdsatCollator:
     """Turns (seq_len + 1)-token windows into a batch of standard and mixed sequences (half each).
+
+    With ``fim_ids`` (a FIM model: (prefix, suffix, middle) token ids) a ``fim_rate`` share of the rows of
+    either kind become FIM samples (:func:`fim_sample`), and a mixed FIM row has its adaptive windows in
+    the middle only: that is where an editor's completions are drafted, and a FIM model fine-tuned on
+    plain text alone loses its infilling.
 
     Returns a dict of (B, T) tensors: ``input_ids`` (int64), ``labels`` (int64, the original next
     tokens), ``loss_mask`` (float32: 1 where the token counts) and ``mixed`` ((B,) bool).
     """
 
-    def __init__(self, adaptive_id: int, max_window: int, fraction: float, seed: int = 0):
+    def __init__(self, adaptive_id: int, max_window: int, fraction: float, seed: int = 0,
+                 fim_ids: tuple[int, int, int] | None = None, fim_rate: float = 0.0):
         self.adaptive_id, self.max_window, self.fraction = int(adaptive_id), int(max_window), float(fraction)
+        self.fim_ids, self.fim_rate = fim_ids, float(fim_rate) if fim_ids is not None else 0.0
         self.rng = np.random.default_rng(seed)
         self.calls = 0
 
     def __call__(self, rows) -> dict:
         windows = np.stack([np.asarray(r["ids"] if isinstance(r, dict) else r, dtype=np.int64) for r in rows])
-        inputs, labels = windows[:, :-1].copy(), windows[:, 1:].copy()
         b = len(windows)
+        starts = np.zeros(b, dtype=np.int64)  # where adaptive windows may go (FIM rows: the middle)
+        for i in np.nonzero(self.rng.random(b) < self.fim_rate)[0]:
+            windows[i], starts[i] = fim_sample(windows[i], self.fim_ids, self.rng)
+        inputs, labels = windows[:, :-1].copy(), windows[:, 1:].copy()
         mixed = np.zeros(b, dtype=bool)
         mixed[(np.arange(b) + self.calls) % 2 == 1] = True  # alternate, so every batch of >= 2 has both
         self.calls += 1
         loss_mask = np.ones_like(inputs, dtype=np.float32)
         for i in np.nonzero(mixed)[0]:
-            inputs[i], m = mix_adaptive(inputs[i], self.adaptive_id, self.max_window, self.fraction, self.rng)
-            loss_mask[i] = m
+            s = int(starts[i])
+            loss_mask[i] = 0.0
+            if inputs.shape[1] - s < 2:  # a middle of one token: nothing after it to replace
+                continue
+            inputs[i, s:], m = mix_adaptive(inputs[i, s:], self.adaptive_id, self.max_window, self.fraction,
+                                            self.rng)
+            loss_mask[i, s:] = m
         return {"input_ids": torch.from_numpy(inputs), "labels": torch.from_numpy(labels),
                 "loss_mask": torch.from_numpy(loss_mask), "mixed": torch.from_numpy(mixed)}
 
@@ -258,6 +299,8 @@ def train_sdsat(model: str, corpus: str | Path, out: str | Path, options: SdsatT
     tokenizer = AutoTokenizer.from_pretrained(model)
     lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
     adaptive_id = resolve_adaptive_token(tokenizer, lm, adaptive_token)
+    fim = detect_fim_template(tokenizer)
+    fim_ids = fim[1] if fim is not None and opts.fim_rate > 0 else None
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     files = corpus_files(corpus)
     if not files:
@@ -268,11 +311,14 @@ def train_sdsat(model: str, corpus: str | Path, out: str | Path, options: SdsatT
     if len(windows) == 0:
         raise ValueError(f"the corpus has {len(tokens)} tokens, fewer than one sequence of {opts.seq_len + 1}")
     stats: dict = {"model": str(model), "corpus": str(corpus), "files": len(files), "corpus_tokens": int(len(tokens)),
-                   "adaptive_token": adaptive_token, "adaptive_token_id": adaptive_id, "options": asdict(opts)}
+                   "adaptive_token": adaptive_token, "adaptive_token_id": adaptive_id, "options": asdict(opts),
+                   "fim_template": fim[0].name if fim_ids is not None else None}
     if eval_corpus is not None:
-        from .evaluate import standard_loss  # noqa: PLC0415
+        from .evaluate import fim_middle_loss, standard_loss  # noqa: PLC0415
 
         stats["eval_standard_loss_before"] = standard_loss(lm, tokenizer, eval_corpus, opts.seq_len)
+        if fim is not None:
+            stats["eval_fim_middle_loss_before"] = fim_middle_loss(lm, tokenizer, eval_corpus, fim[1], opts.seq_len)
     use_cuda = torch.cuda.is_available()
     args = TrainingArguments(
         output_dir=str(out), max_steps=opts.steps, per_device_train_batch_size=opts.batch_size,
@@ -285,7 +331,8 @@ def train_sdsat(model: str, corpus: str | Path, out: str | Path, options: SdsatT
     trainer_cls = _trainer_class()
     trainer_cls.adaptive_weight = float(opts.adaptive_weight)
     trainer = trainer_cls(model=lm, args=args, train_dataset=_Windows(windows),
-                          data_collator=SdsatCollator(adaptive_id, opts.max_window, opts.replace_fraction, opts.seed))
+                          data_collator=SdsatCollator(adaptive_id, opts.max_window, opts.replace_fraction, opts.seed,
+                                                      fim_ids=fim_ids, fim_rate=opts.fim_rate))
     t0 = time.perf_counter()
     checkpoint = _latest_checkpoint(out) if resume else None
     result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -303,9 +350,11 @@ def train_sdsat(model: str, corpus: str | Path, out: str | Path, options: SdsatT
                  last_loss_standard=history[-1]["loss_standard"] if history else None,
                  last_loss_adaptive=history[-1]["loss_adaptive"] if history else None)
     if eval_corpus is not None:
-        from .evaluate import standard_loss  # noqa: PLC0415
+        from .evaluate import fim_middle_loss, standard_loss  # noqa: PLC0415
 
         stats["eval_standard_loss_after"] = standard_loss(lm, tokenizer, eval_corpus, opts.seq_len)
+        if fim is not None:
+            stats["eval_fim_middle_loss_after"] = fim_middle_loss(lm, tokenizer, eval_corpus, fim[1], opts.seq_len)
     (out / "train_stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
     return stats
 

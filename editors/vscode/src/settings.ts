@@ -3,8 +3,9 @@
  * workspace/didChangeConfiguration section `fastcoder`). Pure: no `vscode` import.
  */
 
-/** Decoding methods the server implements (DESIGN.md: REST, FastCoder, CopySpec, plain AR). */
-export const METHODS = ['fastcoder', 'rest', 'copyspec', 'ar'] as const;
+/** Decoding methods the server implements (DESIGN.md: REST, FastCoder, CopySpec, SDSAT, plain AR);
+ * the two SDSAT methods need a model made by `fastcoder train-sdsat` (the server says so otherwise). */
+export const METHODS = ['fastcoder', 'rest', 'copyspec', 'sdsat', 'fastcoder+sdsat', 'ar'] as const;
 export const STOP_AT = ['line', 'block'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda', 'mps'] as const;
 
