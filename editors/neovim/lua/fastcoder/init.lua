@@ -448,6 +448,7 @@ function M.guard_client(client)
     local cursor = cursor_of(buf)
     local state = buf_state(buf)
     local id
+    local client_id = self.id
     local ok, rid = request(self, method, params, function(err, result, ctx)
       if id then
         state.pending[id] = nil
@@ -460,6 +461,12 @@ function M.guard_client(client)
         elseif now then
           local line = vim.api.nvim_buf_get_lines(buf, now[1], now[1] + 1, false)[1] or ""
           state.shown = { row = now[1], col = now[2], line = line, texts = item_texts(result), tick = tick }
+          -- M.check_ghost empties this client's items in vim.lsp.inline_completion through the
+          -- same handler once they no longer fit (else the next CursorMovedI, or another
+          -- client's answer, would show them again)
+          state.clear = function()
+            handler(nil, { items = {} }, { method = INLINE, client_id = client_id, bufnr = buf })
+          end
         end
       end
       return handler(err, result, ctx)
@@ -487,35 +494,40 @@ function M.cancel_pending(bufnr)
   return n
 end
 
---- Hide the ghost text of bufnr unless it still fits the text (M.ghost_still_valid). Returns true
---- when it hid one.
+--- Once the text or cursor changed so that fastcoder's last answer no longer fits (anything but
+--- typing a prefix of it, M.ghost_still_valid), empty fastcoder's items in vim.lsp.inline_completion,
+--- which hides its ghost text. Returns true when it did.
 function M.check_ghost(bufnr)
-  local ghost = M.visible_ghost(bufnr)
-  if ghost == nil then
+  local state = buf_state(bufnr)
+  local shown = state.shown
+  if not shown then
     return false
   end
   local cur = cursor_of(bufnr)
-  local state = buf_state(bufnr)
-  if cur and state.shown and state.shown.tick == vim.api.nvim_buf_get_changedtick(bufnr)
-    and state.shown.row == cur[1] and state.shown.col == cur[2] then
-    return false -- nothing changed since the answer (e.g. cycling to another client's item)
+  if cur and shown.tick == vim.api.nvim_buf_get_changedtick(bufnr) and shown.row == cur[1] and shown.col == cur[2] then
+    return false -- nothing changed since the answer
   end
   local now = cur and {
     row = cur[1],
     col = cur[2],
     line = vim.api.nvim_buf_get_lines(bufnr, cur[1], cur[1] + 1, false)[1] or "",
   }
-  if now and M.ghost_still_valid(state.shown, now, ghost) then
+  if now and M.ghost_still_valid(shown, now) then
     return false
   end
-  vim.api.nvim_buf_clear_namespace(bufnr, M.ghost_namespace(), 0, -1)
+  state.shown = nil
+  local clear = state.clear
+  state.clear = nil
+  if not (clear and pcall(clear)) then
+    vim.api.nvim_buf_clear_namespace(bufnr, M.ghost_namespace(), 0, -1)
+  end
   state.hidden = (state.hidden or 0) + 1
   return true
 end
 
---- Counters for tests and :FastcoderStatus: cancelled requests, stale answers, hidden ghosts.
+--- Counters of this plugin for bufnr: cancelled requests, stale answers, ghost texts hidden.
 function M.ghost_stats(bufnr)
-  local state = buf_state(bufnr or vim.api.nvim_get_current_buf())
+  local state = buf_state((bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr)
   return { cancelled = state.cancelled or 0, stale_answers = state.stale_answers or 0, hidden = state.hidden or 0 }
 end
 
