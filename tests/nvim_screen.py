@@ -1,6 +1,8 @@
 """The screen of an embedded Neovim, rebuilt from its UI protocol and drawn to a PNG.
 
-A test attaches a UI with ``nvim.ui_attach(cols, rows, rgb=True, ext_linegrid=True)`` (pynvim); Neovim then
+A test attaches a UI with ``nvim.ui_attach(cols, rows, rgb=True, ext_linegrid=True, ext_messages=True)``
+(pynvim; with ext_messages Neovim never waits at a hit-enter prompt, and messages arrive as ``msg_show``
+events, kept in :attr:`Screen.messages`, instead of on the grid); Neovim then
 sends ``redraw`` notifications (``:help ui-linegrid``), which pynvim queues while the test makes requests.
 :meth:`Screen.sync` reads them up to a marker notification and applies them to a character grid with
 highlight ids; :meth:`Screen.save_png` draws the grid with Pillow in DejaVu Sans Mono (bundled with
@@ -33,6 +35,7 @@ class Screen:
         self.cursor = (0, 0)
         self.mode = ""
         self.events = 0
+        self.messages: list[tuple[str, str]] = []  # (kind, text) from msg_show (ext_messages)
 
     # -- UI events ------------------------------------------------------------------------------------
     def apply(self, name: str, args: list) -> None:
@@ -62,6 +65,9 @@ class Screen:
 
     def _ev_mode_change(self, mode, idx):
         self.mode = mode
+
+    def _ev_msg_show(self, kind, content, *_):
+        self.messages.append((kind, "".join(chunk[1] for chunk in content)))
 
     def _ev_grid_line(self, grid, row, col, cells, *_):
         hl = 0

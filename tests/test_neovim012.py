@@ -281,7 +281,8 @@ def journey_result(tmp_path_factory):
         from nvim_screen import Screen  # noqa: PLC0415 (tests/ helper)
 
         screen = Screen(COLS, ROWS)
-        nvim.ui_attach(COLS, ROWS, rgb=True, ext_linegrid=True)
+        # ext_messages: no hit-enter prompt can block the test; error messages are checked instead
+        nvim.ui_attach(COLS, ROWS, rgb=True, ext_linegrid=True, ext_messages=True)
         j = Journey(nvim, screen)
         out["version"] = nvim.exec_lua("return tostring(vim.version())")
         ok_setup = j.lua(LUA_SETUP, str(PLUGIN_DIR), _server_cmd(),
@@ -398,6 +399,8 @@ def journey_result(tmp_path_factory):
         cyc["after_accept"] = j.line()
         out["cycle"] = cyc
         out["status_after"] = j.lua("return require('fastcoder').status(0, 3000)")
+        screen.sync(nvim)
+        out["messages"] = screen.messages
         return out
     finally:
         out["wall_s"] = round(time.monotonic() - started, 1)
@@ -510,6 +513,13 @@ def test_cycling_between_candidates(journey_result):
     assert c["next_again"]["chunks"][-1].strip() != c["next"]["chunks"][-1].strip(), c
     assert c["prev"]["text"] == c["next"]["text"], c
     assert c["after_accept"].strip() == c["prev"]["text"].strip() or c["after_accept"].endswith(c["prev"]["text"]), c
+
+
+def test_no_error_message(journey_result):
+    """Neovim showed no error message during the whole journey (a Lua error in an autocmd shows one)."""
+    messages = _r(journey_result, "messages")
+    errors = [m for m in messages if m[0] in ("emsg", "echoerr", "lua_error", "rpc_error")]
+    assert not errors, errors
 
 
 def test_every_process_stopped(journey_result):

@@ -534,8 +534,11 @@ end
 local function setup_ghost_guard(bufnr, client)
   M.guard_client(client)
   local group = vim.api.nvim_create_augroup("fastcoder_ghost_" .. bufnr, { clear = true })
-  -- Defined after vim.lsp.inline_completion's own CursorMovedI handler (which redraws the last
-  -- item at the cursor), so it runs after it; TextChangedI always comes after CursorMovedI.
+  -- Defined before vim.lsp.inline_completion is enabled for the buffer, so that this CursorMovedI
+  -- handler runs before the client's own, which redraws its last item at that item's position: after
+  -- a deletion (e.g. CTRL-U) that position can lie beyond the end of the line, and Neovim
+  -- v0.12.0-dev then fails with "Invalid 'col': out of range" on every keystroke. TextChangedI
+  -- (always after CursorMovedI) checks again in case the client's handler came first.
   vim.api.nvim_create_autocmd({ "CursorMovedI", "TextChangedI" }, {
     group = group,
     buffer = bufnr,
@@ -569,11 +572,11 @@ end
 function M.on_attach(bufnr, client)
   local keys = M.config.keys or {}
   if M.has_inline_completion() then
+    if client then
+      setup_ghost_guard(bufnr, client) -- before enable(): see setup_ghost_guard
+    end
     if M.config.auto_enable then
       vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
-    end
-    if client then
-      setup_ghost_guard(bufnr, client)
     end
     -- The keys act on the ghost text on screen only (a hidden stale item is never accepted).
     local accept = keys.accept
