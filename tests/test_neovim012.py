@@ -381,12 +381,15 @@ def journey_result(tmp_path_factory):
         cyc = {"second_client": second_id}
         seq = j.seq()
         j.key("x<BS>")  # a keystroke (and back) makes the client ask both servers
+        # both servers answered a request sent after the keystrokes (not a cancelled earlier one)
         j.lua("""local after = ...; vim.wait(20000, function()
-            local got = {}
+            local sent, got = {}, {}
             for _, e in ipairs(_G.fc_test.events) do
-              if e.seq > after and e.type == 'complete' then got[e.client] = true end
+              if e.seq > after and e.type == 'pending' then sent[e.client .. e.id] = true end
+              if e.seq > after and e.type == 'complete' and sent[e.client .. e.id] then got[e.client] = true end
             end
             return got.fastcoder and got.second end, 5)""", seq)
+        cyc["events"] = j.events(seq)
         cyc["initial"] = j.ghost()
         j.key("<M-]>")
         cyc["next"] = j.ghost()
