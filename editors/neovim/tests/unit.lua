@@ -48,6 +48,17 @@ local ok, err = pcall(function()
   vim.env.PATH = saved_path
   check("setup_without_server", started == false and vim.fn.exists(":FastcoderComplete") == 2 and vim.fn.exists(":FastcoderStatus") == 2)
   check("complete_without_client", pcall(fc.complete, { on_done = function() end }))
+  -- ghost_still_valid: type-through keeps the ghost, anything else hides it
+  local shown = { row = 3, col = 4, line = "    )", texts = { "for x in y:\nmore" } }
+  check("ghost_unchanged", fc.ghost_still_valid(shown, { row = 3, col = 4, line = "    )" }, "for x in y:"))
+  check("ghost_type_through", fc.ghost_still_valid(shown, { row = 3, col = 7, line = "    for)" }, " x in y:"))
+  check("ghost_mismatch", not fc.ghost_still_valid(shown, { row = 3, col = 5, line = "    x)" }, "or x in y:"))
+  check("ghost_shown_twice", not fc.ghost_still_valid(shown, { row = 3, col = 5, line = "    f)" }, "for x in y:"))
+  check("ghost_deleted", not fc.ghost_still_valid(shown, { row = 3, col = 3, line = "   )" }, "for x in y:"))
+  check("ghost_other_line", not fc.ghost_still_valid(shown, { row = 4, col = 4, line = "    )" }, "for x in y:"))
+  check("ghost_suffix_changed", not fc.ghost_still_valid(shown, { row = 3, col = 5, line = "    f" }, "or x in y:"))
+  check("ghost_none_recorded", not fc.ghost_still_valid(nil, { row = 3, col = 4, line = "    )" }, "x"))
+  check("client_flags", fc.client_config({ "srv" }).flags.debounce_text_changes == 0)
   -- version gate
   check("inline_gate", fc.has_inline_completion() == (vim.fn.has("nvim-0.12") == 1))
 end)
