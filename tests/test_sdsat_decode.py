@@ -155,3 +155,33 @@ def test_sdsat_nucleus_samples_the_model_distribution(sampling_case):
     assert mean_accepted > 1.2, f"adaptive drafts rarely accepted ({mean_accepted:.2f}): nothing was tested"
     p = chi_square_p(ar_counts, counts)
     assert p > ALPHA, f"sdsat sampling differs from ar (chi-square p={p:.2e})"
+
+
+@pytest.mark.parametrize("method", SDSAT_METHODS)
+def test_adaptive_tokens_not_worth_their_cost_are_left_out(method, monkeypatch):
+    """A steep verify cost (each tree token +50% of a decode step): the expected tokens of an SDSAT loop
+    never pay for its adaptive tokens, so forwards carry none, except the periodic probe."""
+    from engine.cost_model import VerifyCost
+    from engine.draft_tree import DraftTree
+    from engine.sdsat.drafter import PROBE_EVERY
+
+    branches = []
+    real = DraftTree.with_adaptive_branch
+
+    def counting(self, token_id, k):
+        branches.append(k)
+        return real(self, token_id, k)
+
+    monkeypatch.setattr(DraftTree, "with_adaptive_branch", counting)
+    loaded = sdsat_random()
+    prompt = repeating_prompt(512)
+    ref = reference_greedy(loaded, prompt, 64)
+    steep = VerifyCost([1, 2, 4, 8, 16, 64], [1 + 0.5 * n for n in (1, 2, 4, 8, 16, 64)], 1.0, 0, {"kind": "steep"})
+    res = SpeculativeDecoder(loaded, method=method, verify_cost=steep, adaptive_tokens=8).generate(prompt, 64)
+    assert res.token_ids == ref
+    forwards = res.stats["forward_passes"]
+    assert len(branches) <= forwards // PROBE_EVERY + 1 and set(branches) <= {1}, (branches, forwards)
+    branches.clear()
+    flat = SpeculativeDecoder(loaded, method=method, verify_cost=VerifyCost.flat(), adaptive_tokens=8)
+    forwards = flat.generate(prompt, max_new_tokens=64).stats["forward_passes"]
+    assert len(branches) > forwards // 3, "a flat cost keeps the adaptive branch"

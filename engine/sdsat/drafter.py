@@ -31,6 +31,10 @@ import torch
 from ..draft_tree import SOURCE_ADAPTIVE, Candidates, DraftTree, build_draft_tree
 from .config import SdsatConfig
 
+#: With a cost model that finds adaptive drafts not worth their tokens, one forward in this many still
+#: carries one adaptive token, so the learned acceptance can recover (costs ~c(1) - 1 = 5% of 1 in 32).
+PROBE_EVERY = 32
+
 
 class AdaptiveDrafter:
     """SDSAT draft source behind the :class:`engine.drafters.Drafter` interface, plus
@@ -64,6 +68,7 @@ class AdaptiveDrafter:
         self.estimator, self.cost = estimator, cost
         self._drafts: Candidates | None = None
         self._drafts_at = -1  # context length (tokens, pending included) the waiting drafts continue
+        self._forwards = 0  # forwards that could carry an adaptive branch (for the probing schedule)
 
     def reset(self, prompt: np.ndarray) -> None:
         self._drafts, self._drafts_at = None, -1
@@ -81,7 +86,12 @@ class AdaptiveDrafter:
         tree = build_draft_tree(parts, self.budget, self.min_prob, self.estimator, self.cost) if parts \
             else DraftTree.empty()
         if self.every_step or drafts is None:
-            tree = tree.with_adaptive_branch(self.token_id, self.choose_k())
+            self._forwards += 1
+            k = self.choose_k()
+            if k == 0 and self._forwards % PROBE_EVERY == 0:  # keep learning what adaptive drafts are worth
+                k = 1
+            if k:
+                tree = tree.with_adaptive_branch(self.token_id, k)
         return tree
 
     def observe(self, context: np.ndarray, tree: DraftTree, path: list[int], accepted: list[int]) -> None:
@@ -131,8 +141,10 @@ class AdaptiveDrafter:
         """Adaptive tokens for the next branch: ``k``, or with a cost model the k' <= k maximising
         ``(2 + sum_j prod_{i<=j} a_i) / (c(k') + c(k'))``, the tokens per cost of one SDSAT loop (draft
         step 1 with k' adaptive tokens, then verification of k' drafts), where a_i is the learned
-        acceptance of adaptive drafts at depth i."""
-        if self.estimator is None or self.cost is None or self.k == 1:
+        acceptance of adaptive drafts at depth i; 0 (no adaptive branch: plain decoding, 1 token per
+        c(0) = 1) when even the best k' does not beat that. :meth:`propose` still probes with one
+        adaptive token every :data:`PROBE_EVERY` forwards so the estimates can recover."""
+        if self.estimator is None or self.cost is None:
             return self.k
         from ..acceptance import bucket_keys  # noqa: PLC0415
 
@@ -143,7 +155,8 @@ class AdaptiveDrafter:
         path = np.cumprod(self.estimator.estimate(keys, ones))
         gain = 2.0 + np.cumsum(path)
         ratio = gain / (2.0 * self.cost.c(depths))
-        return int(np.argmax(ratio)) + 1
+        best = int(np.argmax(ratio))
+        return best + 1 if ratio[best] > 1.0 else 0
 
 
 def make_adaptive_drafter(method: str, loaded, repo_datastore, common_datastore, cache, estimator, cost,
