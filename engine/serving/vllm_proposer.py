@@ -94,7 +94,9 @@ class ProposerConfig:
     """What the proposer loads in vLLM's worker process (JSON at ``$FASTCODER_VLLM_CONFIG``).
 
     Attributes:
-        repos: repository id -> saved :class:`~engine.datastore.Datastore` folder (D_r).
+        repos: repository id -> saved :class:`~engine.datastore.Datastore` folder (D_r). ``serve-vllm``
+            writes two ids per repository: its resolved folder (DESIGN.md's ``{"fastcoder_repo": DIR}``)
+            and its name; a request naming a folder as spelled differently is matched after realpath.
         common: D_c datastore folder, or None for none.
         tokenizer_fingerprint: every datastore must have been built with this tokenizer
             (:func:`engine.common_datastore.tokenizer_fingerprint`); None skips the check.
@@ -238,6 +240,7 @@ class FastCoderProposer:
         self.estimator = AcceptanceEstimator()  # shared by every request, as a decoder's
         self._datastores: dict[str, object] = dict(datastores or {})
         self._failed_repos: set[str] = set()
+        self._by_path: dict[str, object] = {}
         self._common = common
         self._common_loaded = common is not None or not self.config.common
         self._token_info = token_info
@@ -327,15 +330,20 @@ class FastCoderProposer:
         if ds is not None or repo_id in self._failed_repos:
             return ds
         path = self.config.repos.get(repo_id)
+        if path is None and ("/" in repo_id or os.sep in repo_id):  # a repository folder, as spelled
+            path = self.config.repos.get(os.path.realpath(repo_id))
         if path is None:
             return None
-        try:
-            ds = Datastore.load(path, self.config.tokenizer_fingerprint, mmap=True)
-        except Exception as err:
-            self._failed_repos.add(repo_id)
-            self._error(f"repository {repo_id!r}: datastore {path} not loaded ({err}); no drafts for it",
-                        tb=False)
-            return None
+        ds = self._by_path.get(path)  # several ids (folder, name) may name one datastore
+        if ds is None:
+            try:
+                ds = Datastore.load(path, self.config.tokenizer_fingerprint, mmap=True)
+            except Exception as err:
+                self._failed_repos.add(repo_id)
+                self._error(f"repository {repo_id!r}: datastore {path} not loaded ({err}); no drafts for it",
+                            tb=False)
+                return None
+            self._by_path[path] = ds
         self._datastores[repo_id] = ds
         log.info("fastcoder proposer: repository %r loaded (%d tokens, memory-mapped)", repo_id,
                  getattr(ds, "num_tokens", -1))
