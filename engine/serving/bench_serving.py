@@ -198,8 +198,12 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="start vLLM for each --speculation with this model instead (fastcoder serve-vllm)")
     p.add_argument("--speculation", default="none,ngram,suffix,fastcoder", help="with --launch (comma list)")
     p.add_argument("--port", type=int, default=8391, help="with --launch")
+    p.add_argument("--ready-timeout", type=float, default=900.0,
+                   help="with --launch: seconds to wait for each server (default 900; a busy 2-core machine is slow)")
     p.add_argument("-k", "--num-speculative-tokens", type=int, default=8, help="with --launch")
     p.add_argument("--venv", default=None, help="with --launch: vLLM's venv")
+    p.add_argument("--vllm-arg", action="append", default=[],
+                   help="with --launch: one more argument for `vllm serve` (repeatable), e.g. --enforce-eager")
     p.add_argument("--clients", default="1", help="N, or a comma list (e.g. 1,4,8)")
     p.add_argument("--repo", type=Path, required=True, help="the repository the editors type into")
     p.add_argument("--repo-id", default=None,
@@ -239,6 +243,7 @@ def _parse_endpoints(specs: list[str]) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import platform
 
     from transformers import AutoTokenizer  # noqa: PLC0415
@@ -271,6 +276,24 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict] = []
     reference: dict[int, dict] = {}
 
+    def write_results() -> str:
+        """The table so far (JSON and markdown written after every configuration: a long run that is
+        stopped keeps what it measured)."""
+        for row in rows:
+            ref = reference.get(row["clients"])
+            row["lossless"] = compare(row, ref) if ref is not None and row["label"] != NONE_LABEL else None
+        result = {"repo": str(root), "model": args.launch or tok_name, "max_tokens": args.max_tokens,
+                  "vllm_args": list(args.vllm_arg) if args.launch else None,
+                  "requests_per_client": args.tasks_per_client * args.lines, "clients": ns,
+                  "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                  "rows": [{k: v for k, v in r.items() if k != "outputs"} for r in rows]}
+        md = render_markdown(result)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(result, indent=1))
+        if args.markdown:
+            Path(args.markdown).write_text(md)
+        return md
+
     def bench(label: str, url: str, repo_id: str | None) -> None:
         for n in ns:
             print(f"fastcoder: {label}, {n} editor(s) ...", file=sys.stderr)
@@ -279,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
             if label == NONE_LABEL:
                 reference[n] = res
             rows.append(res)
+        write_results()
 
     if args.launch:
         from . import serve_vllm  # noqa: PLC0415
@@ -297,11 +321,11 @@ def run(args: argparse.Namespace) -> int:
                 try:
                     server = serve_vllm.start_server(args.launch, args.port, speculation=spec, config=config,
                                                      k=args.num_speculative_tokens, venv=args.venv,
-                                                     state_dir=work / f"state-{spec}")
+                                                     state_dir=work / f"state-{spec}", extra_args=args.vllm_arg)
                 except serve_vllm.ServeError as err:
                     raise CLIError(str(err)) from None
                 try:
-                    waited = server.wait_ready()
+                    waited = server.wait_ready(args.ready_timeout)
                     print(f"fastcoder: vLLM ({spec}) ready in {waited:.0f} s", file=sys.stderr)
                     bench(spec, server.url, args.repo_id or str(workspace))
                 except serve_vllm.ServeError as err:
@@ -314,17 +338,5 @@ def run(args: argparse.Namespace) -> int:
         for label, url in _parse_endpoints(args.endpoint):
             bench(label, url, args.repo_id or str(root))
 
-    for row in rows:
-        ref = reference.get(row["clients"])
-        row["lossless"] = compare(row, ref) if ref is not None and row["label"] != NONE_LABEL else None
-    result = {"repo": str(root), "model": args.launch or tok_name, "max_tokens": args.max_tokens,
-              "requests_per_client": args.tasks_per_client * args.lines, "clients": ns,
-              "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
-              "rows": [{k: v for k, v in r.items() if k != "outputs"} for r in rows]}
-    md = render_markdown(result)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=1))
-    if args.markdown:
-        Path(args.markdown).write_text(md)
-    sys.stdout.write(md)
+    sys.stdout.write(write_results())
     return 0
