@@ -329,6 +329,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--venv", default=None, help=f"vLLM's venv (default: ${VENV_ENV} or ~/.cache/fastcoder-vllm/venv)")
     p.add_argument("--state-dir", default=None, help="folder for the proposer's configuration and vLLM's log")
     p.add_argument("--vllm-arg", action="append", default=[], help="one more argument for `vllm serve` (repeatable)")
+    p.add_argument("--ready-timeout", type=float, default=900.0,
+                   help="seconds to wait for vLLM to answer /health (default 900: a busy 2-core machine is slow)")
     return p
 
 
@@ -363,7 +365,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"fastcoder: starting vLLM (pid {server.process.pid}, log {server.log_path}) ...", file=sys.stderr)
     try:
         try:
-            waited = server.wait_ready()
+            waited = server.wait_ready(args.ready_timeout)
         except ServeError as err:
             raise CLIError(str(err)) from None
         repos = sorted({k for k in (config.repos if config else {}) if "/" not in k})
