@@ -115,7 +115,7 @@ def model_name(base_url: str) -> str:
 
 
 def run_clients(base_url: str, clients: list[list[EditorRequest]], max_tokens: int, repo_id: str | None,
-                timeout: float = 600.0) -> dict:
+                timeout: float = 600.0, session: str = "") -> dict:
     """Run the editors at once against ``base_url``; returns throughput, latencies, acceptance and outputs."""
     model = model_name(base_url)
     before = spec_metrics(base_url)
@@ -128,7 +128,7 @@ def run_clients(base_url: str, clients: list[list[EditorRequest]], max_tokens: i
     def editor(reqs: list[EditorRequest]) -> None:
         for r in reqs:
             body = {"model": model, "prompt": r.prompt_ids, "max_tokens": max_tokens, "temperature": 0.0,
-                    "return_token_ids": True, "vllm_xargs": {"fastcoder_doc": r.doc}}
+                    "return_token_ids": True, "vllm_xargs": {"fastcoder_doc": session + r.doc}}
             if repo_id:
                 body["vllm_xargs"]["fastcoder_repo"] = repo_id
             t0 = time.perf_counter()
@@ -214,6 +214,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--prompt-tokens", type=int, default=1024)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--session", default="",
+                   help="prefix of the fastcoder_doc keys, so a server's per-document caches from an earlier run "
+                        "against it are not reused")
     p.add_argument("--write-workspace", type=Path, default=None,
                    help="write the repository copy without the typed bodies here (for a server of your own)")
     p.add_argument("--json", dest="json_out", default=None)
@@ -297,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
     def bench(label: str, url: str, repo_id: str | None) -> None:
         for n in ns:
             print(f"fastcoder: {label}, {n} editor(s) ...", file=sys.stderr)
-            res = run_clients(url, clients_for(n), args.max_tokens, repo_id)
+            res = run_clients(url, clients_for(n), args.max_tokens, repo_id, session=f"{args.session}N{n}:")
             res["label"] = label
             if label == NONE_LABEL:
                 reference[n] = res
