@@ -363,6 +363,11 @@ def run(args: argparse.Namespace) -> int:
     except ServeError as err:
         raise CLIError(str(err)) from None
     print(f"fastcoder: starting vLLM (pid {server.process.pid}, log {server.log_path}) ...", file=sys.stderr)
+
+    def _terminate(signum, frame):  # SIGTERM (and SIGINT where a shell ignored it) stop vLLM too
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         try:
             waited = server.wait_ready(args.ready_timeout)
