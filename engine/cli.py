@@ -84,11 +84,18 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=lambda args: bench.run(args))
 
 
+def _add_serving(sub) -> None:
+    """``serve-vllm`` and ``bench-serving`` (:mod:`engine.serving`; vLLM itself lives in its own venv)."""
+    for name in ("engine.serving.serve_vllm", "engine.serving.bench_serving"):
+        importlib.import_module(name).add_command(sub)
+
+
 def add_commands(sub) -> None:
     """Register the engine's subcommands on an ``argparse`` subparsers object."""
     _add_generate(sub)
     _add_index(sub)
     _add_bench(sub)
+    _add_serving(sub)
     from .sdsat.cli import add_commands as add_sdsat_commands  # noqa: PLC0415
 
     add_sdsat_commands(sub)

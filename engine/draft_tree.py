@@ -64,6 +64,9 @@ class DraftTree:
             logits give (SDSAT section 2.1, draft step 1). They are verified like any node (a model
             that chose the adaptive token would have them accepted, exactly), but carry no
             acceptance-estimate bucket: ``keys`` covers the first ``len(tree) - n_adaptive`` nodes.
+        probs: (N,) float64 estimated P(node accepted | parent accepted) of each node, or None when
+            the tree was not sized by cost (chain-only verifiers pick their chain with it:
+            :mod:`engine.serving.vllm_proposer`).
     """
 
     tokens: np.ndarray
@@ -73,6 +76,7 @@ class DraftTree:
     weights: np.ndarray
     keys: np.ndarray | None = None
     n_adaptive: int = 0
+    probs: np.ndarray | None = None
     _children: dict | None = field(default=None, repr=False)
     _ancestors: np.ndarray | None = field(default=None, repr=False)
 
@@ -244,9 +248,10 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     # Top `budget` by weight among likely nodes; ties -> shallower first (keeps the set
     # prefix-closed: a parent's weight and probability are never below its child's), then token,
     # then insertion order.
-    keys = None
+    keys = probs = None
     if estimator is not None and cost is not None:
-        kept, keys = _choose_by_estimate(parent, depth, source, share, match, budget, min_prob, estimator, cost)
+        kept, keys, probs = _choose_by_estimate(parent, depth, source, share, match, budget, min_prob,
+                                                estimator, cost)
     else:
         likely = [i for i in range(len(parent)) if max(share[i]) >= min_prob - 1e-12]
         likely.sort(key=lambda i: (-weight[i], depth[i], token[i], i))
@@ -260,11 +265,13 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
         np.array([depth[i] for i in order], dtype=np.int64),
         np.array([source[i] for i in order], dtype=np.uint8),
         np.array([weight[i] for i in order], dtype=np.float64),
-        keys[np.asarray(order, dtype=np.int64)] if keys is not None else None)
+        keys[np.asarray(order, dtype=np.int64)] if keys is not None else None,
+        probs=probs[np.asarray(order, dtype=np.int64)] if probs is not None else None)
 
 
 def _choose_by_estimate(parent, depth, source, share, match, budget, min_prob, estimator, cost):
-    """Kept node ids (a set) and every node's estimate bucket ((M,) int64), by expected tokens per cost."""
+    """Kept node ids (a set), every node's estimate bucket ((M,) int64) and estimated probability ((M,)
+    float64, P(accepted | parent accepted)), by expected tokens per cost."""
     from .acceptance import bucket_keys, choose_by_cost  # noqa: PLC0415
 
     par = np.asarray(parent, dtype=np.int64)
@@ -277,7 +284,7 @@ def _choose_by_estimate(parent, depth, source, share, match, budget, min_prob, e
     for i in range(len(par)):  # insertion order: a parent always precedes its children
         path[i] = p[i] * (path[par[i]] if par[i] >= 0 else 1.0)
     chosen = choose_by_cost(path, dep, cost, budget)
-    return set(chosen[path[chosen] > 0].tolist()), keys
+    return set(chosen[path[chosen] > 0].tolist()), keys, p
 
 
 def all_ancestors_kept(node: int, parent: list[int], kept: set[int]) -> bool:

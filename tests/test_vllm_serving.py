@@ -1,0 +1,125 @@
+"""A real vLLM server on 127.0.0.1 with tiny-py-coder: fastcoder's proposer is lossless and accepted.
+
+Needs vLLM's own venv (``scripts/setup_vllm.sh``); skips with one line otherwise. Two servers run one
+after the other (no speculation, then fastcoder's proposer with D_r of a real third-party package);
+each is stopped by PID and the test checks that none of its processes is left. ~3-4 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY_CODER
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def _venv() -> Path:
+    from engine.serving.serve_vllm import default_venv
+
+    return default_venv()
+
+
+@pytest.fixture(scope="module")
+def vllm_venv():
+    venv = _venv()
+    if not (venv / "bin" / "vllm").is_file():
+        pytest.skip(f"vLLM not installed: run scripts/setup_vllm.sh (expected {venv}/bin/vllm)")
+    if not TINY_CODER.exists():
+        pytest.skip(f"dev model not found at {TINY_CODER}")
+    return venv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _complete(url: str, prompt_ids: list[int], xargs: dict | None, max_tokens: int = 48) -> list[int]:
+    body = {"model": str(TINY_CODER), "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0.0,
+            "return_token_ids": True}
+    if xargs is not None:
+        body["vllm_xargs"] = xargs
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.load(r)["choices"][0]["token_ids"]
+
+
+def _serve(tmp_path: Path, name: str, speculation: str, config=None):
+    from engine.serving.serve_vllm import start_server
+
+    state = tmp_path / name
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(state / "inductor"), OMP_NUM_THREADS="1")
+    # --enforce-eager: no torch.compile warm-up (start-up ~20 s instead of 60-130 s on 2 busy cores)
+    server = start_server(str(TINY_CODER), _free_port(), speculation=speculation, config=config, k=6,
+                          state_dir=state, env=env, extra_args=["--enforce-eager"])
+    try:
+        server.wait_ready(timeout=1500)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _gone(server) -> bool:
+    from engine.serving.serve_vllm import _alive
+
+    return server.process.poll() is not None and not any(_alive(p) for p in server.pids)
+
+
+def test_fastcoder_proposer_in_vllm_is_lossless_and_accepted(vllm_venv, tiny_tokenizer, tmp_path, monkeypatch):
+    from engine.serving.serve_vllm import prepare_config
+
+    monkeypatch.setenv("FASTCODER_CACHE_DIR", str(tmp_path / "cache"))
+    pluggy = Path(importlib.util.find_spec("pluggy").submodule_search_locations[0])
+    prompts = []
+    for name in ("_hooks.py", "_manager.py"):
+        text = (pluggy / name).read_text(encoding="utf-8")
+        for frac in (0.4, 0.8):
+            cut = text.find("\n", int(len(text) * frac)) + 1
+            prompts.append(tiny_tokenizer(text[:cut], add_special_tokens=False)["input_ids"][-1000:])
+
+    plain = _serve(tmp_path, "none", "none")
+    try:
+        reference = [_complete(plain.url, p, None) for p in prompts]
+    finally:
+        plain.stop()
+    assert _gone(plain)
+
+    config = prepare_config(tiny_tokenizer, [f"pluggy={pluggy}"], common="none", progress=False)
+    server = _serve(tmp_path, "fastcoder", "fastcoder", config)
+    try:
+        with_repo = [_complete(server.url, p, {"fastcoder_repo": "pluggy", "fastcoder_doc": str(i)})
+                     for i, p in enumerate(prompts)]
+        by_folder = _complete(server.url, prompts[0], {"fastcoder_repo": str(pluggy)})
+        unknown = _complete(server.url, prompts[1], {"fastcoder_repo": "no-such-repository"})
+        with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        import time
+
+        deadline = time.monotonic() + 20  # the proposer rewrites its statistics at most once a second
+        stats = server.proposer_stats() or {}
+        while stats.get("rows_by_repo", {}).get("no-such-repository") is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            stats = server.proposer_stats() or {}
+    finally:
+        server.stop()
+    assert _gone(server)
+
+    assert with_repo == reference  # token for token, greedy
+    assert by_folder == reference[0] and unknown == reference[1]
+    accepted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("vllm:spec_decode_num_accepted_tokens_total"))
+    assert accepted > 0, metrics
+    assert stats["errors"] == 0, stats
+    assert stats["rows_by_repo"].get("pluggy", 0) > 0 and stats["unknown_repo_rows"] > 0, stats
+    assert stats["accepted_by_source"].get("repo", 0) > 0, stats  # D_r of the real repository drafted
