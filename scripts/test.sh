@@ -12,4 +12,5 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "npm not found: the VS Code extension tests will skip" >&2
 fi
+if [ "${FASTCODER_VLLM_TESTS:-0}" = 1 ]; then scripts/setup_vllm.sh; fi  # opt-in: ~6 min, 3.5 GB; pytest -m vllm
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
