@@ -550,6 +550,35 @@ def test_restart_server_from_command_palette(wb):
     assert any("fastcoder:" in s for s in texts), texts  # loading shown again
 
 
+def test_fast_typing_cancels_and_shows_no_stale_suggestion(wb):
+    """A burst of keystrokes: after the last one, every ghost text shown equals what a fresh request gives.
+    Runs before the maxNewTokens test: a setting changing between the two requests would change the answer."""
+    from selenium.webdriver.common.keys import Keys
+
+    lines = wb.file.read_text().splitlines()
+    line = next(i for i, l in enumerate(lines, 1) if "self._writer(self._format_message(tags, args))" in l)
+    wb.goto_end_of_line(line)
+    burst = "if self.indent and"
+    since = wb.now_ms()
+    wb.keys(Keys.ENTER, *burst)
+    keys = wb.events("keys", since)
+    last_key = keys[-1][0]
+    typing_ms = last_key - keys[0][0]
+    wb.wait_ghost(last_key, timeout=60)
+    wb.settle(quiet_s=1.5)
+    shown_after = [g for _, g in wb.events("ghosts", last_key) if g]
+    wb.dismiss()
+    since = wb.now_ms()
+    wb.chord(Keys.ALT, "\\")
+    wb.wait_ghost(since)
+    wb.settle()
+    fresh = wb.ghost()
+    assert shown_after and all(g == fresh for g in shown_after), (shown_after, fresh)
+    wb.dismiss()
+    wb.chord(Keys.CONTROL, "z")
+    _report(wb, "burst", {"keys": len(keys), "typing_ms": round(typing_ms), "shown_after": shown_after})
+
+
 def test_max_new_tokens_setting_takes_effect(wb):
     """With maxNewTokens lowered in the Settings editor, the next suggestion at the same cursor has at most that
     many tokens (the one before had more)."""
@@ -624,34 +653,6 @@ def test_max_new_tokens_setting_takes_effect(wb):
     data = json.loads(wb.settings_path.read_text())
     data["fastcoder.maxNewTokens"] = MAX_NEW_TOKENS
     wb.settings_path.write_text(json.dumps(data, indent=2))
-
-
-def test_fast_typing_cancels_and_shows_no_stale_suggestion(wb):
-    """A burst of keystrokes: after the last one, every ghost text shown equals what a fresh request gives."""
-    from selenium.webdriver.common.keys import Keys
-
-    lines = wb.file.read_text().splitlines()
-    line = next(i for i, l in enumerate(lines, 1) if "self._writer(self._format_message(tags, args))" in l)
-    wb.goto_end_of_line(line)
-    burst = "if self.indent and"
-    since = wb.now_ms()
-    wb.keys(Keys.ENTER, *burst)
-    keys = wb.events("keys", since)
-    last_key = keys[-1][0]
-    typing_ms = last_key - keys[0][0]
-    wb.wait_ghost(last_key, timeout=60)
-    wb.settle(quiet_s=1.5)
-    shown_after = [g for _, g in wb.events("ghosts", last_key) if g]
-    wb.dismiss()
-    since = wb.now_ms()
-    wb.chord(Keys.ALT, "\\")
-    wb.wait_ghost(since)
-    wb.settle()
-    fresh = wb.ghost()
-    assert shown_after and all(g == fresh for g in shown_after), (shown_after, fresh)
-    wb.dismiss()
-    wb.chord(Keys.CONTROL, "z")
-    _report(wb, "burst", {"keys": len(keys), "typing_ms": round(typing_ms), "shown_after": shown_after})
 
 
 def test_every_process_stopped(wb):
