@@ -648,8 +648,7 @@ def test_max_new_tokens_setting_takes_effect(wb):
     wb.wait_ghost(since)
     wb.settle()
     short_text = wb.ghost()
-    # the prompt budget may grow when fewer new tokens are asked for, so the short answer need not be a prefix
-    # of the long one: count tokens with the model's own tokenizer instead
+    # the limit is in tokens: count them with the model's own tokenizer
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(MODEL))
