@@ -6,6 +6,11 @@ file's text before the body (left-truncated to a token budget); the target is th
 continuation of ``max_new_tokens`` tokens. The repository datastore D_r is built with the target body
 removed from its file, so retrieval cannot copy the answer (no leakage).
 
+Besides these ``function`` tasks, ``--task-kind fim-line`` / ``fim-block`` run the language server's
+workload: a cursor inside a body line or at a body start, a FIM prompt (prefix and suffix), and the
+server's stop strings (end of line / first blank line); see :mod:`.tasks`. Per method the harness then
+also reports prefill ms, decode ms and end-to-end ms per completion.
+
 All methods run in one process, interleaved per task (so machine noise hits them alike), after a
 warm-up. Per method the harness reports decode ms per new token, speedup vs ``ar`` (same run), mean
 accepted length (tokens committed per decode forward, bonus token included; Spec-Bench convention),
@@ -32,6 +37,12 @@ Usage: ``python -m engine.bench --model M --repo DIR --tasks 10 --max-new-tokens
 from __future__ import annotations
 
 from .tasks import (  # noqa: F401
+    FIM_LINE_CURSOR_AFTER,
+    FIM_SUFFIX_FRACTION,
+    TASK_KINDS,
+    TASK_STOPS,
+    build_fim_ids,
+    pick_line_cursor,
     DEFAULT_MAX_PROMPT_TOKENS,
     _SKIP_DIRS,
     BenchError,
@@ -47,6 +58,7 @@ from .tasks import (  # noqa: F401
     _make_task,
 )
 from .runner import (  # noqa: F401
+    cut_at_stop,
     METHOD_SPECS,
     SDSAT_BENCH_METHODS,
     DEFAULT_METHODS,
@@ -109,4 +121,4 @@ from .cli import (  # noqa: F401
     main,
 )
 
-__all__ = ['DEFAULT_MAX_PROMPT_TOKENS', 'BenchError', 'FunctionSpan', 'Task', 'find_functions', 'iter_python_files', 'extract_tasks', 'METHOD_SPECS', 'SDSAT_BENCH_METHODS', 'DEFAULT_METHODS', 'REFERENCE_METHOD', 'DEFAULT_COST_SIZES', 'HIT_SOURCES', 'reset_peak_rss', 'peak_rss_mb', 'BenchConfig', 'parse_methods', 'DRAFTING_METHODS', 'make_decoder', 'run_one', 'task_record', 'warm_up', 'failed_run', 'rotate', 'build_repo_datastore', 'memoized', 'run_tasks', 'histogram', 'summarize_method', 'summarize', 'measure_verify_cost', 'interpolate_cost', 'greedy_pieces', 'prompt_lookup_match', 'make_ceiling_drafters', 'retrieval_ceiling', 'predicted_speedups', 'headroom', 'SCHEMA', 'environment', 'engine_revision', 'benchmark', 'render_markdown', 'add_arguments', 'run', 'write_outputs', 'main']
+__all__ = ['FIM_LINE_CURSOR_AFTER', 'FIM_SUFFIX_FRACTION', 'TASK_KINDS', 'TASK_STOPS', 'build_fim_ids', 'pick_line_cursor', 'cut_at_stop', 'DEFAULT_MAX_PROMPT_TOKENS', 'BenchError', 'FunctionSpan', 'Task', 'find_functions', 'iter_python_files', 'extract_tasks', 'METHOD_SPECS', 'SDSAT_BENCH_METHODS', 'DEFAULT_METHODS', 'REFERENCE_METHOD', 'DEFAULT_COST_SIZES', 'HIT_SOURCES', 'reset_peak_rss', 'peak_rss_mb', 'BenchConfig', 'parse_methods', 'DRAFTING_METHODS', 'make_decoder', 'run_one', 'task_record', 'warm_up', 'failed_run', 'rotate', 'build_repo_datastore', 'memoized', 'run_tasks', 'histogram', 'summarize_method', 'summarize', 'measure_verify_cost', 'interpolate_cost', 'greedy_pieces', 'prompt_lookup_match', 'make_ceiling_drafters', 'retrieval_ceiling', 'predicted_speedups', 'headroom', 'SCHEMA', 'environment', 'engine_revision', 'benchmark', 'render_markdown', 'add_arguments', 'run', 'write_outputs', 'main']

@@ -12,7 +12,7 @@ from .report import benchmark, render_markdown
 from .runner import (DEFAULT_METHODS, METHOD_SPECS, SDSAT_BENCH_METHODS, BenchConfig, build_repo_datastore,
                      parse_methods)
 from .headroom import DEFAULT_COST_SIZES
-from .tasks import DEFAULT_MAX_PROMPT_TOKENS, BenchError, extract_tasks
+from .tasks import DEFAULT_MAX_PROMPT_TOKENS, TASK_KINDS, BenchError, extract_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -23,7 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--common", default="stdlib", help="common datastore D_c: PATH, stdlib or none")
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         help=f"comma list from {','.join(METHOD_SPECS)} (ar is always run)")
-    parser.add_argument("--tasks", type=int, default=10, help="number of functions to complete")
+    parser.add_argument("--tasks", type=int, default=10, help="number of tasks (functions or cursors)")
+    parser.add_argument("--task-kind", choices=TASK_KINDS, default="function",
+                        help="function: complete a function body from the text before it (no stop); "
+                             "fim-line: cursor inside a body line, FIM prompt, stop at the end of the line; "
+                             "fim-block: cursor at a body start, FIM prompt with the text after the body, "
+                             "stop at the first blank line (the language server's stops)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="greedy tokens per task")
     parser.add_argument("--max-prompt-tokens", type=int, default=None,
                         help=f"prompt budget in tokens (default {DEFAULT_MAX_PROMPT_TOKENS}, the dev "
@@ -79,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_model(args.model, device=args.device, dtype=args.dtype)
         budget = args.max_prompt_tokens or _default_prompt_budget(loaded, args.max_new_tokens)
         tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed, budget,
-                              args.min_body_lines)
+                              args.min_body_lines, kind=args.task_kind)
         common_ds = _load_common(loaded, args.common)
         needs_sdsat = [m for m in methods if m in SDSAT_BENCH_METHODS]
         if needs_sdsat and loaded.sdsat is None:
@@ -96,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
                       sampling_seed=args.seed)
     result = benchmark(loaded, args.repo, tasks, common_ds, cfg)
     result["config"] = {"model": loaded.name, "repo": str(args.repo), "common": args.common,
-                        "methods": list(methods), "tasks": args.tasks, "max_new_tokens": args.max_new_tokens,
+                        "methods": list(methods), "tasks": args.tasks, "task_kind": args.task_kind,
+                        "max_new_tokens": args.max_new_tokens,
                         "max_prompt_tokens": budget, "seed": args.seed, "draft_budget": args.draft_budget,
                         "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),

@@ -74,7 +74,8 @@ def render_markdown(result: dict) -> str:
     if cfg:
         lines += [f"- model: `{cfg.get('model')}`; repository: `{cfg.get('repo')}`; common datastore: "
                   f"`{cfg.get('common')}`",
-                  f"- tasks: {len(result.get('tasks', []))}; max new tokens: {cfg.get('max_new_tokens')}; "
+                  f"- tasks: {len(result.get('tasks', []))} of kind {cfg.get('task_kind', 'function')}"
+                  f"{_stop_note(result)}; max new tokens: {cfg.get('max_new_tokens')}; "
                   f"max prompt tokens: {cfg.get('max_prompt_tokens')}; seed: {cfg.get('seed')}; "
                   f"temperature: {cfg.get('temperature', 0.0)}, top_p: {cfg.get('top_p', 1.0)}, "
                   f"top_k: {cfg.get('top_k', 0)}"]
@@ -87,19 +88,28 @@ def render_markdown(result: dict) -> str:
         ds = result["datastores"]
         lines.append(f"- D_r: {ds.get('repo_tokens')} tokens in {ds.get('repo_files')} files; "
                      f"D_c: {ds.get('common_tokens')} tokens")
-    lines += ["", "| method | ms/token | speedup | accepted length | forward passes | retrieval ms/step "
+    lines += ["", "| method | ms/token | speedup | prefill ms | decode ms/completion | e2e ms/completion "
+              "| e2e speedup | new tokens/completion | accepted length | forward passes | retrieval ms/step "
               "| retrieval share | hits cache/repo/common/context/adaptive | peak RSS MB | lossless |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in result["methods"].items():
         h = m["hits"]
         hits = "/".join(str(h.get(k, 0)) for k in HIT_SOURCES)
         lines.append(f"| {name} | {_fmt(m['ms_per_token'])} | {_fmt(m['speedup'])}x | "
+                     f"{_fmt(m.get('prefill_ms'), '.1f')} | {_fmt(m.get('decode_ms_per_completion'), '.1f')} | "
+                     f"{_fmt(m.get('e2e_ms_per_completion'), '.1f')} | {_fmt(m.get('e2e_speedup'))}x | "
+                     f"{_fmt(m.get('mean_new_tokens'), '.1f')} | "
                      f"{_fmt(m['mean_accepted_length'])} | {m['forward_passes']} | "
                      f"{_fmt(m['retrieval_ms_per_step'], '.3f')} | {_fmt(m['retrieval_share'], '.1%')} | "
                      f"{hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
                      f"{_lossless_cell(m)} |")
     lines += _headroom_markdown(result.get("headroom"))
     return "\n".join(lines) + "\n"
+
+
+def _stop_note(result: dict) -> str:
+    stops = sorted({s for t in result.get("tasks", []) for s in t.get("stop", [])})
+    return f" (stop at {', '.join(repr(s) for s in stops)})" if stops else ""
 
 
 def _lossless_cell(m: dict) -> str:

@@ -147,9 +147,15 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
 
 
 def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int,
-            sampling: dict | None = None, seed: int | None = None) -> dict:
+            sampling: dict | None = None, seed: int | None = None, stop: Sequence[str] = ()) -> dict:
     """Generate once (greedy, or sampled with ``sampling`` = temperature/top_p/top_k and ``seed``)
     and return the raw per-task record (token ids kept for comparison).
+
+    ``stop`` strings are passed to ``generate`` (a real stop). The decoder checks them once per
+    forward pass, so a speculative step may commit a few tokens past the stop that ``ar`` never
+    generates: the record's ``token_ids`` (compared with ``ar``, counted as new tokens) end at the
+    first token whose text completes a stop string (:func:`cut_at_stop`); ``generated_tokens`` keeps
+    the count the decoder returned.
 
     Each FastCoder run gets a fresh cache (``decoder.new_cache()``), i.e. a cold document. The peak
     RSS is reset first where Linux allows, so ``peak_rss_mb`` is this run's peak (still process-wide:
@@ -159,14 +165,32 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     reset_peak_rss()
     start = time.perf_counter()
     res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
-                           **(sampling or {"temperature": 0.0}))
+                           stop=list(stop) or None, **(sampling or {"temperature": 0.0}))
     wall_ms = (time.perf_counter() - start) * 1000.0
     stats = dict(res.stats or {})
+    token_ids = [int(t) for t in res.token_ids]
+    stats["generated_tokens"] = len(token_ids)
+    if stop:
+        token_ids = cut_at_stop(decoder.loaded.tokenizer, token_ids, stop)
+        stats["new_tokens"] = len(token_ids)
     if method == REFERENCE_METHOD and not stats.get("draft_sizes"):  # ar verifies no draft tokens
         stats["draft_sizes"] = [0] * int(stats.get("forward_passes", 0))
-    return {"token_ids": [int(t) for t in res.token_ids], "finish_reason": res.finish_reason,
+    return {"token_ids": token_ids, "finish_reason": res.finish_reason,
             "stats": stats, "wall_ms": wall_ms, "peak_rss_mb": peak_rss_mb(),
             "cache_bytes": int(getattr(cache, "nbytes", 0) or 0) if cache is not None else None}
+
+
+def cut_at_stop(tokenizer, token_ids: Sequence[int], stop: Sequence[str]) -> list[int]:
+    """``token_ids`` up to and including the first token whose decoded text completes one of ``stop``
+    (the point where ``ar`` stops); all of them when no stop string occurs."""
+    ids = [int(t) for t in token_ids]
+    if tokenizer is None or not stop:
+        return ids
+    for k in range(1, len(ids) + 1):
+        text = tokenizer.decode(ids[:k], skip_special_tokens=True)
+        if any(s and s in text for s in stop):
+            return ids[:k]
+    return ids
 
 
 def _first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -187,9 +211,10 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
     tokens = raw["token_ids"]
     divergence = None if reference is None else _first_divergence(tokens, reference)
     return {
-        "task_id": task.task_id, "file": task.path, "function": task.function,
+        "task_id": task.task_id, "kind": task.kind, "file": task.path, "function": task.function,
         "prompt_tokens": int(stats.get("prompt_tokens", len(task.prompt_ids))),
         "new_tokens": int(stats.get("new_tokens", len(tokens))),
+        "generated_tokens": int(stats.get("generated_tokens", len(tokens))),
         "prefill_ms": float(stats.get("prefill_ms", 0.0)),
         "decode_ms": float(stats.get("decode_ms", 0.0)),
         "wall_ms": raw["wall_ms"],
@@ -284,7 +309,7 @@ def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchCo
                 try:  # one failing method must not lose the whole run
                     decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
                     raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens, cfg.sampling,
-                                          cfg.sampling_seed * 100_003 + i if cfg.sampled else None)
+                                          cfg.sampling_seed * 100_003 + i if cfg.sampled else None, task.stop)
                 except Exception as err:
                     log.error("%s failed on %s: %s", method, task.task_id, err)
                     raw[method] = failed_run(err)
@@ -314,7 +339,9 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
     """Aggregate one method's per-task records (ratios of totals, not means of ratios).
 
     ``ms_per_token`` = total decode ms / total new tokens (prefill excluded, reported as
-    ``prefill_ms``, mean per task); ``mean_accepted_length`` = tokens committed by decode forwards
+    ``prefill_ms``, mean per task); ``decode_ms_per_completion`` and ``e2e_ms_per_completion`` = mean
+    decode ms and mean wall ms of one ``generate`` call (prefill + decode + overhead: what an editor
+    waits for one completion); ``mean_accepted_length`` = tokens committed by decode forwards
     (new tokens minus the prefill's one, per task) / decode forwards (bonus token included, so ``ar``
     is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms. The HF prompt-lookup
     baseline reports no per-step lengths, so it has no histogram.
@@ -342,6 +369,10 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
         "speedup": None,
         "decode_ms": decode_ms,
         "prefill_ms": statistics.fmean(r["prefill_ms"] for r in recs) if recs else None,
+        "decode_ms_per_completion": decode_ms / len(recs) if recs else None,
+        "e2e_ms_per_completion": statistics.fmean(r["wall_ms"] for r in recs) if recs else None,
+        "e2e_speedup": None,
+        "mean_new_tokens": new_tokens / len(recs) if recs else None,
         "mean_accepted_length": decode_tokens / forward_passes if forward_passes else None,
         "forward_passes": forward_passes,
         "retrieval_ms": retrieval_ms,
@@ -360,11 +391,15 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
 
 
 def summarize(records: dict[str, list[dict]]) -> dict[str, dict]:
-    """Per-method summaries with ``speedup`` = ar ms_per_token / method ms_per_token (same run)."""
+    """Per-method summaries with ``speedup`` = ar ms_per_token / method ms_per_token and
+    ``e2e_speedup`` = ar e2e_ms_per_completion / method e2e_ms_per_completion (same run)."""
     out = {m: summarize_method(m, recs) for m, recs in records.items()}
     ref = out.get(REFERENCE_METHOD, {}).get("ms_per_token")
+    ref_e2e = out.get(REFERENCE_METHOD, {}).get("e2e_ms_per_completion")
     for rec in out.values():
         if ref and rec["ms_per_token"]:
             rec["speedup"] = ref / rec["ms_per_token"]
+        if ref_e2e and rec["e2e_ms_per_completion"]:
+            rec["e2e_speedup"] = ref_e2e / rec["e2e_ms_per_completion"]
     return out
 
