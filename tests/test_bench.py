@@ -372,6 +372,8 @@ def test_fim_runs_lossless_with_stops(tmp_path, tiny_coder, monkeypatch, one_thr
         out = bench.benchmark(tiny_coder, repo, tasks, None, cfg)
         assert out["tasks"][0]["kind"] == kind and seen[-1] == stop
         ar = out["methods"]["ar"]["per_task"][0]
+        if ar["new_tokens"] > 1 or ar["finish_reason"] == "eos":  # ends at a stop, an EOS or the length
+            assert out["methods"]["ar"]["mean_accepted_length"] == pytest.approx(1.0)
         for name, m in out["methods"].items():
             assert m["lossless"] is True, (kind, name)
             task = m["per_task"][0]

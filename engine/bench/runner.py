@@ -342,8 +342,8 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
     ``prefill_ms``, mean per task); ``decode_ms_per_completion`` and ``e2e_ms_per_completion`` = mean
     decode ms and mean wall ms of one ``generate`` call (prefill + decode + overhead: what an editor
     waits for one completion); ``mean_accepted_length`` = tokens committed by decode forwards
-    (new tokens minus the prefill's one, per task) / decode forwards (bonus token included, so ``ar``
-    is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms. The HF prompt-lookup
+    (new tokens minus the prefill's one, plus a closing EOS, per task) / decode forwards (bonus token
+    included, so ``ar`` is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms. The HF prompt-lookup
     baseline reports no per-step lengths, so it has no histogram.
     """
     new_tokens = sum(r["new_tokens"] for r in recs)
@@ -351,7 +351,9 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
     retrieval_ms = sum(r["retrieval_ms"] for r in recs)
     steps = [a for r in recs for a in r["accepted_lengths"]]
     forward_passes = sum(r["forward_passes"] for r in recs)
-    decode_tokens = sum(max(r["new_tokens"] - 1, 0) for r in recs)  # the first token is the prefill's
+    # the first token is the prefill's; an EOS that ends a run was committed by a decode forward too
+    decode_tokens = sum(max(r["new_tokens"] - 1, 0) + (r["finish_reason"] == "eos" and r["new_tokens"] > 0)
+                        for r in recs)
     n_steps = forward_passes or len(steps)
     exact_steps = METHOD_SPECS.get(method, (method,))[0] != "hf-prompt-lookup"  # HF: no per-step data
     hits = {k: 0 for k in HIT_SOURCES}
