@@ -1,4 +1,4 @@
-"""Tests of the benchmark harness (engine/bench.py): task extraction, metrics, the JSON contract,
+"""Tests of the benchmark harness (the engine/bench package): task extraction, metrics, the JSON contract,
 and that the lossless check really compares outputs (a broken decoder must make it fail)."""
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_summarize_ratios_of_totals():
     assert ar["mean_accepted_length"] == pytest.approx(1.0)
     assert fc["retrieval_ms_per_step"] == pytest.approx(1.0)
     assert fc["retrieval_share"] == pytest.approx(0.1)
-    assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0}
+    assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0, "adaptive": 0}
     assert ar["lossless"] is True and fc["lossless"] is False and fc["lossless_tasks"] == 1
     assert "token_ids" not in fc["per_task"][0]
 
@@ -255,3 +255,131 @@ def test_failing_method_is_recorded_not_fatal(tmp_path, tiny_coder, monkeypatch,
     assert out["methods"]["ar"]["lossless"] is True
     rest = out["methods"]["rest"]
     assert rest["lossless"] is False and rest["per_task"][0]["error"] == "RuntimeError: boom"
+
+
+# --------------------------------------------------------------------------------------------------
+# The editor's workload: fim-line and fim-block tasks (issue #9 item 4)
+# --------------------------------------------------------------------------------------------------
+
+
+def _fim_ids(tokenizer):
+    from engine.fim import detect_fim_template
+
+    found = detect_fim_template(tokenizer)
+    assert found is not None, "tiny-py-coder has FIM tokens"
+    return found[1]
+
+
+def _check_psm(task, source: str, tokenizer) -> None:
+    """The prompt is [prefix-token] tail of the text before the cursor [suffix-token] head of the text
+    after the excluded span [middle-token], within the budget."""
+    pre, suf, mid = _fim_ids(tokenizer)
+    ids = task.prompt_ids
+    assert ids[0] == pre and ids[-1] == mid and ids.count(suf) == 1
+    cut = ids.index(suf)
+    prefix_ids, suffix_ids = ids[1:cut], ids[cut + 1:-1]
+    assert (len(prefix_ids), len(suffix_ids)) == (task.prefix_tokens, task.suffix_tokens)
+    full_prefix = tokenizer(source[:task.cursor], add_special_tokens=False)["input_ids"]
+    assert prefix_ids == full_prefix[len(full_prefix) - len(prefix_ids):]
+    full_suffix = tokenizer(source[task.body_end:], add_special_tokens=False)["input_ids"]
+    assert suffix_ids == full_suffix[:len(suffix_ids)] and suffix_ids
+
+
+def test_fim_line_tasks_cursor_inside_a_line(tmp_path, tiny_tokenizer):
+    repo = _real_repo(tmp_path)
+    tasks = bench.extract_tasks(repo, tiny_tokenizer, 6, seed=2, max_prompt_tokens=300, kind="fim-line")
+    again = bench.extract_tasks(repo, tiny_tokenizer, 6, seed=2, max_prompt_tokens=300, kind="fim-line")
+    assert [t.task_id for t in tasks] == [t.task_id for t in again] and len(tasks) == 6
+    for task in tasks:
+        source = (repo / task.path).read_text()
+        line_start = source.rfind("\n", 0, task.cursor) + 1
+        before, rest = source[line_start:task.cursor], source[task.cursor:task.body_end]
+        assert task.kind == "fim-line" and task.stop == ("\n",) and task.template == "qwen"
+        assert before.strip() and before[-1] in bench.FIM_LINE_CURSOR_AFTER  # inside the line's code
+        assert rest.strip() and "\n" not in rest  # the rest of the line is what is left to write
+        assert source[task.body_end] == "\n"
+        assert (task.cursor_line, task.cursor_col) == (source.count("\n", 0, task.cursor) + 1,
+                                                       task.cursor - line_start)
+        assert len(task.prompt_ids) <= 300 and task.suffix_tokens <= int(297 * bench.FIM_SUFFIX_FRACTION)
+        _check_psm(task, source, tiny_tokenizer)
+        span = {s.qualname: s for s in bench.find_functions(source)}[task.function]
+        assert span.body_start <= task.cursor < task.body_end <= span.body_end
+
+
+def test_fim_block_tasks_cursor_at_body_start(tmp_path, tiny_tokenizer):
+    repo = _real_repo(tmp_path)
+    tasks = bench.extract_tasks(repo, tiny_tokenizer, 3, seed=1, kind="fim-block")
+    assert len(tasks) == 3
+    for task in tasks:
+        source = (repo / task.path).read_text()
+        span = {s.qualname: s for s in bench.find_functions(source)}[task.function]
+        assert task.kind == "fim-block" and task.stop == ("\n\n",)
+        assert (task.body_start, task.body_end) == (span.body_start, span.body_end) and task.cursor_col == 0
+        assert len(task.prompt_ids) <= bench.DEFAULT_MAX_PROMPT_TOKENS
+        _check_psm(task, source, tiny_tokenizer)
+        assert task.describe()["stop"] == ["\n\n"] and task.describe()["kind"] == "fim-block"
+    with pytest.raises(bench.BenchError, match="unknown task kind"):
+        bench.extract_tasks(repo, tiny_tokenizer, 1, kind="fim-word")
+
+
+def test_build_fim_ids_budget_and_prefix_only(tiny_tokenizer):
+    prefix, suffix = "def add(a, b):\n    total = a +" * 20, " b\n    return total\n" * 20
+    ids, template, n_pre, n_suf, truncated = bench.build_fim_ids(tiny_tokenizer, prefix, suffix, 40)
+    assert template == "qwen" and len(ids) == 40 and truncated
+    assert n_suf == int(37 * bench.FIM_SUFFIX_FRACTION) and n_pre == 37 - n_suf
+
+    class NoFim:  # a tokenizer without FIM tokens: the prefix's tail only, as the server does
+        def __call__(self, text, add_special_tokens=False):
+            return tiny_tokenizer(text, add_special_tokens=add_special_tokens)
+
+        def get_vocab(self):
+            return {}
+
+    ids, template, n_pre, n_suf, truncated = bench.build_fim_ids(NoFim(), prefix, suffix, 40)
+    full = tiny_tokenizer(prefix, add_special_tokens=False)["input_ids"]
+    assert (template, n_suf, truncated) == ("prefix-only", 0, True) and ids == full[-40:] and n_pre == 40
+
+
+def test_cut_at_stop(tiny_tokenizer):
+    ids = tiny_tokenizer("x = 1\ny = 2\n", add_special_tokens=False)["input_ids"]
+    first_line = bench.cut_at_stop(tiny_tokenizer, ids, ["\n"])
+    assert tiny_tokenizer.decode(first_line).count("\n") == 1 and tiny_tokenizer.decode(first_line).endswith("\n")
+    assert ids[:len(first_line)] == first_line
+    assert bench.cut_at_stop(tiny_tokenizer, ids, ["\n\n"]) == ids  # no stop: all kept
+    assert bench.cut_at_stop(tiny_tokenizer, ids, []) == ids
+
+
+def test_fim_runs_lossless_with_stops(tmp_path, tiny_coder, monkeypatch, one_thread):
+    """One fim-line and one fim-block task, 8 tokens: every method is token-identical to ar up to the
+    stop, and tokens a speculative step commits past the stop are not counted against it."""
+    from engine import SpeculativeDecoder
+
+    real_generate = SpeculativeDecoder.generate
+    seen = []
+
+    def overshoot(self, *args, **kwargs):  # as if a tree step had committed two tokens past the stop
+        seen.append(kwargs.get("stop"))
+        res = real_generate(self, *args, **kwargs)
+        if self.method == "copyspec" and res.finish_reason == "stop":
+            res.token_ids = res.token_ids + [res.token_ids[-1], res.token_ids[-1]]
+        return res
+
+    monkeypatch.setattr(SpeculativeDecoder, "generate", overshoot)
+    repo = _real_repo(tmp_path)
+    cfg = _smoke_cfg(methods=("ar", "copyspec", "fastcoder"), headroom=False, max_new_tokens=8, warmup_tokens=0)
+    for kind, stop in (("fim-line", ["\n"]), ("fim-block", ["\n\n"])):
+        tasks = bench.extract_tasks(repo, tiny_coder.tokenizer, 1, seed=0, kind=kind)
+        out = bench.benchmark(tiny_coder, repo, tasks, None, cfg)
+        assert out["tasks"][0]["kind"] == kind and seen[-1] == stop
+        ar = out["methods"]["ar"]["per_task"][0]
+        if ar["new_tokens"] > 1 or ar["finish_reason"] == "eos":  # ends at a stop, an EOS or the length
+            assert out["methods"]["ar"]["mean_accepted_length"] == pytest.approx(1.0)
+        for name, m in out["methods"].items():
+            assert m["lossless"] is True, (kind, name)
+            task = m["per_task"][0]
+            assert task["new_tokens"] == ar["new_tokens"] and 0 < task["new_tokens"] <= 8
+            assert task["new_tokens"] <= task["generated_tokens"] and task["kind"] == kind
+            assert m["e2e_ms_per_completion"] >= m["decode_ms_per_completion"] > 0 and m["prefill_ms"] > 0
+            assert m["e2e_speedup"] > 0
+    md = bench.render_markdown({**out, "config": {"task_kind": "fim-block"}})
+    assert "of kind fim-block (stop at '\\n\\n')" in md and "e2e ms/completion" in md

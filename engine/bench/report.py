@@ -1,0 +1,148 @@
+"""The whole run (:func:`benchmark`), the environment it ran in, and the markdown report."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .headroom import headroom
+from .runner import HIT_SOURCES, BenchConfig, build_repo_datastore, memoized, run_tasks, summarize
+from .tasks import Task
+
+SCHEMA = "fastcoder-bench/1"
+
+
+def environment() -> dict:
+    """Hardware and library versions for the report."""
+    import torch
+    import transformers
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "platform": platform.platform(), "cpu": cpu,
+            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **engine_revision()}
+
+
+def engine_revision() -> dict:
+    """``{"git_commit": sha, "engine_modified": bool}`` of the checkout holding ``engine/`` (which
+    code produced a result); None values outside a git checkout."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[1]  # engine/
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10).stdout.strip() or None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "engine_modified": None}
+    return {"git_commit": sha, "engine_modified": bool(dirty) if sha else None}
+
+
+def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: BenchConfig,
+              repo_factory: Callable = build_repo_datastore) -> dict:
+    """Run the whole benchmark and return the JSON-ready result (schema ``fastcoder-bench/1``)."""
+    root = Path(root)
+    repo_factory = memoized(repo_factory)
+    records = run_tasks(loaded, tasks, root, common_ds, cfg, repo_factory)
+    methods = summarize(records)
+    result = {"schema": SCHEMA, "environment": environment(),
+              "tasks": [t.describe() for t in tasks], "methods": methods, "headroom": None}
+    if cfg.headroom and tasks:
+        result["headroom"] = headroom(loaded, tasks, records, methods, root, common_ds, cfg, repo_factory)
+    return result
+
+
+
+def _fmt(value, spec: str = ".2f", none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def render_markdown(result: dict) -> str:
+    """A markdown report: config, the per-method table, and the headroom analysis."""
+    cfg, env = result.get("config", {}), result.get("environment", {})
+    lines = ["# fastcoder benchmark", ""]
+    if cfg:
+        lines += [f"- model: `{cfg.get('model')}`; repository: `{cfg.get('repo')}`; common datastore: "
+                  f"`{cfg.get('common')}`",
+                  f"- tasks: {len(result.get('tasks', []))} of kind {cfg.get('task_kind', 'function')}"
+                  f"{_stop_note(result)}; max new tokens: {cfg.get('max_new_tokens')}; "
+                  f"max prompt tokens: {cfg.get('max_prompt_tokens')}; seed: {cfg.get('seed')}; "
+                  f"temperature: {cfg.get('temperature', 0.0)}, top_p: {cfg.get('top_p', 1.0)}, "
+                  f"top_k: {cfg.get('top_k', 0)}"]
+    if env:
+        lines.append(f"- hardware: {env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
+                     f"{env.get('torch_threads')}); torch {env.get('torch')}, transformers "
+                     f"{env.get('transformers')}; engine commit {str(env.get('git_commit'))[:10]}"
+                     f"{' (modified)' if env.get('engine_modified') else ''}")
+    if result.get("datastores"):
+        ds = result["datastores"]
+        lines.append(f"- D_r: {ds.get('repo_tokens')} tokens in {ds.get('repo_files')} files; "
+                     f"D_c: {ds.get('common_tokens')} tokens")
+    lines += ["", "| method | ms/token | speedup | prefill ms | decode ms/completion | e2e ms/completion "
+              "| e2e speedup | new tokens/completion | accepted length | forward passes | retrieval ms/step "
+              "| retrieval share | hits cache/repo/common/context/adaptive | peak RSS MB | lossless |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, m in result["methods"].items():
+        h = m["hits"]
+        hits = "/".join(str(h.get(k, 0)) for k in HIT_SOURCES)
+        lines.append(f"| {name} | {_fmt(m['ms_per_token'])} | {_fmt(m['speedup'])}x | "
+                     f"{_fmt(m.get('prefill_ms'), '.1f')} | {_fmt(m.get('decode_ms_per_completion'), '.1f')} | "
+                     f"{_fmt(m.get('e2e_ms_per_completion'), '.1f')} | {_fmt(m.get('e2e_speedup'))}x | "
+                     f"{_fmt(m.get('mean_new_tokens'), '.1f')} | "
+                     f"{_fmt(m['mean_accepted_length'])} | {m['forward_passes']} | "
+                     f"{_fmt(m['retrieval_ms_per_step'], '.3f')} | {_fmt(m['retrieval_share'], '.1%')} | "
+                     f"{hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
+                     f"{_lossless_cell(m)} |")
+    lines += _headroom_markdown(result.get("headroom"))
+    return "\n".join(lines) + "\n"
+
+
+def _stop_note(result: dict) -> str:
+    stops = sorted({s for t in result.get("tasks", []) for s in t.get("stop", [])})
+    return f" (stop at {', '.join(repr(s) for s in stops)})" if stops else ""
+
+
+def _lossless_cell(m: dict) -> str:
+    if m["lossless"] is None:
+        return "n/a (sampled)"
+    return f"{'yes' if m['lossless'] else 'NO'} ({m['lossless_tasks']}/{m['tasks']})"
+
+
+def _headroom_markdown(head: dict | None) -> list[str]:
+    if not head:
+        return []
+    cost = head["verify_cost"]
+    lines = ["", "## Headroom", "",
+             f"Verify cost c(n) = T(n)/T_ar: one forward over n tokens with a tree mask, over one plain "
+             f"ar decode step (T_ar = {cost.get('ar_ms', cost['ms'][0]):.2f} ms), on a "
+             f"{cost['prompt_tokens']}-token prompt, fastest of {cost.get('repeats', '?')}:", "",
+             "| n | " + " | ".join(str(n) for n in cost["n"]) + " |",
+             "|---|" + "---|" * len(cost["n"]),
+             "| ms | " + " | ".join(f"{m:.2f}" for m in cost["ms"]) + " |",
+             "| c(n) | " + " | ".join(f"{c:.2f}" for c in cost["c"]) + " |", "",
+             f"Hardware ceiling max n/c(n) = {head['hardware_ceiling']:.2f}x; retrieval ceiling "
+             f"(greedy replay of the ar transcripts against all draft sources) = "
+             f"{_fmt(head['retrieval_ceiling'].get('mean_accepted_length_bound'))} tokens per forward.",
+             "", "Predicted speedup = accepted length / mean c(draft size + 1). Per decode forward (ms): "
+             "step = measured; verify = c(size + 1) x the ar step; retrieval = drafting + retrieval; "
+             "other = the rest (masks, KV compaction, acceptance, Python).", "",
+             "| method | accepted length | mean draft size | mean c(size+1) | predicted speedup "
+             "| measured speedup | step ms | verify ms | retrieval ms | other ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, p in head["predicted"].items():
+        lines.append(f"| {name} | {_fmt(p['mean_accepted_length'])} | {_fmt(p['mean_draft_size'], '.1f')} | "
+                     f"{_fmt(p['mean_verify_cost'])} | {_fmt(p['predicted_speedup'])}x | "
+                     f"{_fmt(p['measured_speedup'])}x | {_fmt(p.get('step_ms'))} | "
+                     f"{_fmt(p.get('verify_ms'))} | {_fmt(p.get('retrieval_ms'))} | {_fmt(p.get('other_ms'))} |")
+    return lines
+
