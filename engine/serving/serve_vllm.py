@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -42,6 +43,9 @@ VENV_ENV = "FASTCODER_VLLM_VENV"
 SPECULATION = ("fastcoder", "ngram", "suffix", "none")
 #: Folder holding ``engine/`` (put on vLLM's PYTHONPATH).
 CODE_ROOT = Path(__file__).resolve().parents[2]
+
+#: Longest TMPDIR for vLLM: a Unix socket path holds 107 bytes and zmq names its sockets with a uuid.
+_IPC_DIR_MAX = 64
 
 
 class ServeError(RuntimeError):
@@ -303,6 +307,8 @@ def start_server(model: str, port: int, host: str = "127.0.0.1", speculation: st
     cmd = vllm_command(exe, model, host, port, speculation, k, max_model_len, dtype, list(extra_args))
     log_path = state / "vllm.log"
     tmp = state / "tmp"
+    if len(str(tmp)) > _IPC_DIR_MAX:  # vLLM's zmq ipc:// sockets live in TMPDIR under 37-character names
+        tmp = Path(tempfile.mkdtemp(prefix="fastcoder-vllm-"))
     tmp.mkdir(exist_ok=True)
     full_env = server_env(config_path, state, env)
     full_env.setdefault("TMPDIR", str(tmp))
