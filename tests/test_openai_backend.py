@@ -5,6 +5,7 @@ No vLLM and no model weights: only tiny-py-coder's tokenizer."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +217,33 @@ def test_tokenizer_missing_is_an_error_state(tmp_path):
         b.close()
     assert b.backend.state == "error" and out.text is None
     assert "fastcoder.model" in b.errors()[0]
+
+
+def test_index_build_repo_saves_a_loadable_datastore(tmp_path, capsys, tiny_tokenizer):
+    """``fastcoder index build --repo``: D_r reaches the endpoint's side as a saved datastore folder."""
+    import importlib.util
+    import json
+    import shutil
+
+    import numpy as np
+
+    from engine.cli import REPO_INFO_FILE, main
+    from engine.common_datastore import tokenizer_fingerprint
+    from engine.datastore import Datastore
+
+    src = Path(importlib.util.find_spec("pluggy").submodule_search_locations[0])  # third-party code
+    repo = tmp_path / "pluggy-copy"
+    shutil.copytree(src, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "shared" / "dr-pluggy"
+    assert main(["index", "build", "--model", str(TINY_CODER), "--device", "cpu", "--repo", str(repo),
+                 "--repo-id", "pluggy", "--out", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["repo_id"] == "pluggy" and info["root"] == str(repo.resolve()) and info["path"] == str(out)
+    assert json.loads((out / REPO_INFO_FILE).read_text()) == info
+    ds = Datastore.load(out, tokenizer_fingerprint=tokenizer_fingerprint(tiny_tokenizer))
+    assert ds.num_tokens == info["tokens"] + ds.num_documents and info["files"] >= 5
+    text = (repo / "_hooks.py").read_text()
+    ids = tiny_tokenizer.encode(text[1000:1400], add_special_tokens=False)
+    hit = ds.search(np.asarray(ids[:40]), n_max=16, n_min=4, draft_len=8)
+    assert hit.match_length == 16  # the repository's own code is found in the saved D_r
+    assert main(["index", "build", "--repo", str(tmp_path / "missing")]) == 2
