@@ -4,6 +4,7 @@ loaded (only tiny-py-coder's tokenizer) and no vLLM is needed."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,29 @@ def test_cancel_request_closes_the_stream(tmp_path):
     assert answer.get("error", {}).get("code") == -32800 or answer.get("result") == {"items": []}, answer
     assert closed, "the HTTP stream stayed open after $/cancelRequest"
     assert [i["insertText"] for i in after] == ["return a + b  # sum"]
+
+
+def test_endpoint_setting_changed_at_runtime(tmp_path):
+    """didChangeConfiguration with a new endpoint restarts the openai backend: from a dead port to a live one."""
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    server, ws = start(tmp_path, options(dead))
+    with FakeOpenAI(PIECES) as fake:
+        try:
+            assert server.wait_ready(120)["state"] == "ready"
+            assert server.wait_until(lambda: shown(server, "unreachable"), 30)
+            server.notify("workspace/didChangeConfiguration", {"settings": {"fastcoder": options(fake.url)}})
+
+            deadline = time.monotonic() + 60
+            while True:  # each poll waits on its response, then on any message from the server
+                st = server.request("fastcoder/status")["result"]
+                if st["endpoint"]["url"] == fake.url and st["endpoint"]["state"] == "reachable":
+                    break
+                assert time.monotonic() < deadline, st
+                server.wait_until(lambda: False, 0.2)
+            uri = server.open(ws / "m.py")
+            items = inline(server, uri)["result"]["items"]
+            status = server.request("fastcoder/status")["result"]
+        finally:
+            assert server.close() == 0
+    assert [i["insertText"] for i in items] == ["return a + b  # sum"]
+    assert status["error"] is None and len(shown(server, "unreachable")) == 1

@@ -247,3 +247,48 @@ def test_index_build_repo_saves_a_loadable_datastore(tmp_path, capsys, tiny_toke
     hit = ds.search(np.asarray(ids[:40]), n_max=16, n_min=4, draft_len=8)
     assert hit.match_length == 16  # the repository's own code is found in the saved D_r
     assert main(["index", "build", "--repo", str(tmp_path / "missing")]) == 2
+
+
+@pytest.mark.vllm
+def test_real_endpoint_matches_the_local_greedy_completion(tiny_coder):
+    """Against a real server (vLLM: ``vllm serve tiny-py-coder --dtype float32``) named by
+    $FASTCODER_TEST_OPENAI_ENDPOINT: the openai backend's completion equals the local backend's greedy
+    completion (token healing off, the only prompt difference) at positions of real third-party code."""
+    import os
+
+    from engine import SpeculativeDecoder
+    from lsp_server.postprocess import generation_stop
+    from tests.conftest import third_party_sources
+
+    endpoint = os.environ.get("FASTCODER_TEST_OPENAI_ENDPOINT")
+    if not endpoint:
+        pytest.skip("set FASTCODER_TEST_OPENAI_ENDPOINT to a server running tiny-py-coder (e.g. vllm serve)")
+    b = Backend(endpoint)
+    decoder = SpeculativeDecoder(tiny_coder, method="ar")
+    cases = []
+    for path in third_party_sources(3):
+        text = path.read_text(encoding="utf-8")
+        for frac in (0.3, 0.6):
+            cut = text.find("\n", int(len(text) * frac)) + 1
+            line_end = text.find("\n", cut)
+            cut += (line_end - cut) // 2  # mid-line
+            cases.append((path.name, text[:cut], text[cut:]))
+
+    async def go():
+        await b.backend.start()
+        assert b.backend.endpoint_state == "reachable", b.backend.status()
+        return [await b.backend.complete(b.request(prefix, suffix)) for _, prefix, suffix in cases]
+
+    try:
+        outs = run(go, timeout=600)
+    finally:
+        b.close()
+    matched = 0
+    for (name, prefix, suffix), out in zip(cases, outs):
+        prompt = build_fim_prompt(tiny_coder.tokenizer, prefix, suffix, prompt_budget(None, None, 16))
+        ctx = CursorContext.from_split(prefix, suffix)
+        res = decoder.generate(prompt.token_ids, max_new_tokens=16, stop=generation_stop("line", ctx))
+        local = postprocess(res.text, ctx, "line")
+        assert out.text == local, (name, out.finish_reason, out.text, local)
+        matched += local is not None
+    assert matched >= 3, "too few non-empty completions to compare"
