@@ -6,6 +6,10 @@ asyncio message loop: decoding and D_r updates run on the host's single model-wo
 indexing on its loader thread; notifications from those threads are marshalled back with
 ``loop.call_soon_threadsafe``.
 
+Backends (:mod:`lsp_server.backends`, setting ``backend``): ``local`` decodes with the host's model;
+``openai`` streams from an OpenAI-compatible endpoint on the message loop (no model is loaded here). Both
+answer through ``backend.submit(req)``, a future of a :class:`~lsp_server.host.CompletionOutcome`.
+
 Unsaved buffers and D_r: on ``didChange`` the document's buffer text is pushed into D_r after
 ``BUFFER_DEBOUNCE_S`` seconds without further edits (and at once on ``didSave``); on ``didClose`` the file on
 disk counts again. The FIM prompt always uses the live buffer.
@@ -242,10 +246,9 @@ class FastcoderServer(LanguageServer):
             self.backend = OpenAIBackend(self.host, self._notify_threadsafe)
             assert self.loop is not None
             self.loop.create_task(self.backend.start())
-        else:
+        else:  # at start, or back from openai: (re)load, the model settings may have changed meanwhile
             self.backend = LocalBackend(self.host)
-            if self.host.state == "idle":
-                self.host.start(folders)
+            self.host.start(folders)
 
     async def pull_settings(self) -> None:
         """Ask the client for section ``fastcoder`` (workspace/configuration) when it supports that."""
@@ -419,7 +422,7 @@ def _empty() -> types.InlineCompletionList:
 
 
 async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    """``textDocument/inlineCompletion``: an empty list unless the model is ready, the document is known and
+    """``textDocument/inlineCompletion``: an empty list unless the backend is ready, the document is known and
     the position valid; cancel-previous per document; results for an outdated document version are dropped."""
     t_start = time.perf_counter()
     if ls.backend.state != "ready":
