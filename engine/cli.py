@@ -62,12 +62,23 @@ def _add_generate(sub) -> None:
 def _add_index(sub) -> None:
     p = sub.add_parser("index", help="build datastores")
     isub = p.add_subparsers(dest="index_command", required=True)
-    b = isub.add_parser("build", help="build the common datastore D_c",
+    b = isub.add_parser("build", help="build the common datastore D_c, or a repository's D_r (--repo)",
                         description="Tokenize a corpus with the model's tokenizer and build its suffix-array "
-                                    "datastore. With no --corpus: the running Python's standard library.")
+                                    "datastore. With no --corpus: the running Python's standard library. With "
+                                    "--repo: the repository datastore D_r of that folder (its source files, "
+                                    ".gitignore respected), saved where a completion server reads it (fastcoder's "
+                                    "vLLM proposer, which the language server's openai backend names with "
+                                    "fastcoder.repoId).")
     _add_model_args(b)
-    b.add_argument("--corpus", type=Path, default=None, help="folder of source files (default: the stdlib)")
-    b.add_argument("--out", type=Path, default=None, help="output folder (default: the user cache)")
+    src = b.add_mutually_exclusive_group()
+    src.add_argument("--corpus", type=Path, default=None, help="folder of source files (default: the stdlib)")
+    src.add_argument("--repo", type=Path, default=None, help="repository folder: build its D_r")
+    b.add_argument("--repo-id", default=None,
+                   help="with --repo: the id requests send as fastcoder_repo (default: the folder's name)")
+    b.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="with --repo: gitignore-style glob to leave out (repeatable)")
+    b.add_argument("--out", type=Path, default=None,
+                   help="output folder (default: the user cache; with --repo: <cache>/repos/<repo id>)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_index_build)
 
@@ -192,6 +203,8 @@ def cmd_index_build(args) -> int:
     from .common_datastore import build_common_datastore
     from .datastore import DatastoreError
 
+    if args.repo is not None:
+        return _index_build_repo(args)
     if args.corpus is not None and not args.corpus.is_dir():
         raise CLIError(f"--corpus {args.corpus} is not a folder")
     loaded = _load(args)
@@ -206,6 +219,48 @@ def cmd_index_build(args) -> int:
     else:
         print(out)
         print(f"built in {seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
+#: File written beside a saved D_r's meta.json by ``index build --repo``: {"repo_id", "root", ...}.
+REPO_INFO_FILE = "repo.json"
+
+
+def _index_build_repo(args) -> int:
+    """``index build --repo DIR``: build DIR's D_r and save it (a :class:`engine.datastore.Datastore`
+    folder plus ``repo.json``) to --out or ``<cache>/repos/<repo id>``; prints the folder and the id."""
+    import re
+    import time
+
+    from .common_datastore import default_cache_dir, tokenizer_fingerprint
+    from .datastore import DatastoreError
+    from .repo_datastore import RepoDatastore
+
+    root = args.repo.expanduser().resolve()
+    if not root.is_dir():
+        raise CLIError(f"--repo {args.repo} is not a folder")
+    repo_id = (args.repo_id or root.name).strip()
+    if not repo_id:
+        raise CLIError("--repo-id is empty")
+    out = args.out or default_cache_dir() / "repos" / re.sub(r"[^A-Za-z0-9._-]+", "_", repo_id)
+    loaded = _load(args)
+    t0 = time.perf_counter()
+    try:
+        repo = RepoDatastore.build(root, loaded.tokenizer, exclude=args.exclude)
+        fingerprint = tokenizer_fingerprint(loaded.tokenizer)
+        path = repo.to_datastore(fingerprint).save(out)
+    except (DatastoreError, OSError) as err:
+        raise CLIError(str(err)) from None
+    info = {"repo_id": repo_id, "root": str(root), "path": str(path), "files": repo.num_files,
+            "tokens": repo.num_tokens, "tokenizer_fingerprint": fingerprint, "model": loaded.name,
+            "seconds": round(time.perf_counter() - t0, 2)}
+    (path / REPO_INFO_FILE).write_text(json.dumps(info, indent=1))
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(path)
+        print(f"repository {repo_id!r}: {repo.num_files} files, {repo.num_tokens} tokens, built in "
+              f"{info['seconds']:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -566,6 +566,14 @@ class RepoDatastore:
         """Root-relative POSIX paths of the indexed files, sorted."""
         return sorted(self._files)
 
+    def to_datastore(self, tokenizer_fingerprint: str = "") -> Datastore:
+        """A flat :class:`~engine.datastore.Datastore` of the current documents (files in path order), to
+        :meth:`~engine.datastore.Datastore.save` for a server that loads D_r from disk (``fastcoder index
+        build --repo``: fastcoder's vLLM proposer). Its suffix array is built anew (~0.25 s per 1M tokens)."""
+        with self._lock:
+            docs = [d for rel in sorted(self._files) for d in self._files[rel]]
+        return Datastore.from_documents(docs, self._vocab_size, tokenizer_fingerprint=tokenizer_fingerprint)
+
     def __repr__(self) -> str:
         return f"RepoDatastore(root={str(self._root)!r}, files={self.num_files}, version={self.version})"
 

@@ -6,6 +6,10 @@ asyncio message loop: decoding and D_r updates run on the host's single model-wo
 indexing on its loader thread; notifications from those threads are marshalled back with
 ``loop.call_soon_threadsafe``.
 
+Backends (:mod:`lsp_server.backends`, setting ``backend``): ``local`` decodes with the host's model;
+``openai`` streams from an OpenAI-compatible endpoint on the message loop (no model is loaded here). Both
+answer through ``backend.submit(req)``, a future of a :class:`~lsp_server.host.CompletionOutcome`.
+
 Unsaved buffers and D_r: on ``didChange`` the document's buffer text is pushed into D_r after
 ``BUFFER_DEBOUNCE_S`` seconds without further edits (and at once on ``didSave``); on ``didClose`` the file on
 disk counts again. The FIM prompt always uses the live buffer.
@@ -25,11 +29,12 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
+from .backends import CancelEvent, LocalBackend, OpenAIBackend
 from .host import MAX_DOCUMENT_CHARS, CompletionRequest, EngineHost
 from .protocol import FastcoderProtocol, serve
 from .typethrough import Suggestion, type_through
 from .repo_watch import RepoWatcher
-from .settings import SECTION, Settings, parse_settings
+from .settings import ENDPOINT_KEYS, SECTION, Settings, parse_settings
 
 log = logging.getLogger("fastcoder.lsp")
 
@@ -53,6 +58,8 @@ class FastcoderServer(LanguageServer):
         kwargs.setdefault("protocol_cls", FastcoderProtocol)
         super().__init__(*args, **kwargs)
         self.host = EngineHost(notify=self._notify_threadsafe, progress=self._progress_threadsafe)
+        self.backend: LocalBackend | OpenAIBackend = LocalBackend(self.host)
+        self._backend_started = False
         self.watcher = RepoWatcher(self._on_file_batch,
                                    on_overflow=lambda: self.host.rescan("file events were lost (inotify queue overflow)"))
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -216,7 +223,32 @@ class FastcoderServer(LanguageServer):
         new, warnings = parse_settings(raw, self.host.settings)
         for w in warnings:
             self.show("warning", w)
+        changed = new.changed_keys(self.host.settings)
+        if new.backend == "openai" or self.host.settings.backend == "openai":
+            if self._backend_started and changed & set(ENDPOINT_KEYS):
+                self.host.settings = new
+                self.start_backend(self.folder_paths())
+                return "backend"
+            if new.backend == "openai":  # the local model is not used: nothing to reload
+                self.host.settings = new
+                return "none"
         return self.host.apply_settings(new)
+
+    def start_backend(self, folders: list[str]) -> None:
+        """Start the backend the settings name (on the loop thread). ``local``: load the model and index the
+        folders (:meth:`EngineHost.start`, unless already loaded). ``openai``: load the tokenizer and probe
+        the endpoint; the folders are only recorded (``repoId: "auto"``), no model is loaded and no D_r built
+        here: the endpoint's side has its own (``fastcoder index build --repo``)."""
+        old, self._backend_started = self.backend, True
+        old.close()
+        if self.host.settings.backend == "openai":
+            self.host.set_folders(folders)
+            self.backend = OpenAIBackend(self.host, self._notify_threadsafe)
+            assert self.loop is not None
+            self.loop.create_task(self.backend.start())
+        else:  # at start, or back from openai: (re)load, the model settings may have changed meanwhile
+            self.backend = LocalBackend(self.host)
+            self.host.start(folders)
 
     async def pull_settings(self) -> None:
         """Ask the client for section ``fastcoder`` (workspace/configuration) when it supports that."""
@@ -263,7 +295,7 @@ def create_server() -> FastcoderServer:
             ls.show("warning", w)
         await ls.pull_settings()
         folders = ls.folder_paths()
-        ls.host.start(folders)
+        ls.start_backend(folders)
         for root in folders:
             if not ls.watcher.add(root):
                 ls.show("warning", f"fastcoder: cannot watch workspace folder {root}")
@@ -332,7 +364,7 @@ def create_server() -> FastcoderServer:
 
     @server.feature(STATUS_METHOD)
     def status(ls: FastcoderServer, params: Any) -> dict:
-        return {**ls.host.status(), "pending_buffer_pushes": len(ls._buffer_timers)}
+        return {**ls.host.status(), **ls.backend.status(), "pending_buffer_pushes": len(ls._buffer_timers)}
 
     @server.feature(REBUILD_INDEX_METHOD)
     def rebuild_index(ls: FastcoderServer, params: Any) -> dict:
@@ -352,6 +384,7 @@ def create_server() -> FastcoderServer:
     def on_shutdown(ls: FastcoderServer, params: Any) -> None:
         for flight in list(ls.inflight.values()):
             flight.cancel.set()
+        ls.backend.close()
         ls.host.preempt_background()
         ls.watcher.stop()
         ls.host.shutdown()
@@ -389,10 +422,10 @@ def _empty() -> types.InlineCompletionList:
 
 
 async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    """``textDocument/inlineCompletion``: an empty list unless the model is ready, the document is known and
+    """``textDocument/inlineCompletion``: an empty list unless the backend is ready, the document is known and
     the position valid; cancel-previous per document; results for an outdated document version are dropped."""
     t_start = time.perf_counter()
-    if ls.host.state != "ready":
+    if ls.backend.state != "ready":
         return _empty()
     uri = params.text_document.uri
     doc = ls.workspace.text_documents.get(uri)
@@ -424,15 +457,14 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
             ls.host.type_through_ms.append((time.perf_counter() - t_start) * 1000)
             return _items(rest, pos)
     req = CompletionRequest(uri=uri, version=doc.version, prefix=prefix, suffix=suffix,
-                            folder=ls.host.folder_of(path))
+                            folder=ls.host.folder_of(path), cancel=CancelEvent())
     previous = ls.inflight.get(uri)
     if previous is not None:
         previous.cancel.set()  # cancel-previous: the older request stops within one forward and answers empty
     flight = InFlight(req.cancel, pos.line, line_prefix, line_suffix)
     ls.inflight[uri] = flight
-    ls.host.preempt_background()  # a background prefill yields the model within one chunk
     try:
-        flight.future = asyncio.get_running_loop().run_in_executor(ls.host.model_pool, ls.host.complete, req)
+        flight.future = ls.backend.submit(req)  # local: the model worker; openai: a task streaming over HTTP
         # shielded: cancelling this request must not cancel the job a type-through request may await
         outcome = await asyncio.shield(flight.future)
     except asyncio.CancelledError:

@@ -24,6 +24,12 @@ SDSAT_METHODS = ("sdsat", "fastcoder+sdsat")
 COST_SIZED_METHODS = ("fastcoder", "sdsat", "fastcoder+sdsat")
 STOP_AT = ("line", "block")
 DEVICE_PREFIXES = ("auto", "cpu", "cuda", "mps", "xpu")
+#: Where completions come from: the in-process model (``local``) or an OpenAI-compatible
+#: ``/v1/completions`` endpoint (``openai``: vLLM, llama.cpp's server, Ollama; :mod:`lsp_server.backends`).
+BACKENDS = ("local", "openai")
+DEFAULT_ENDPOINT = "http://127.0.0.1:8000/v1"
+# Settings whose change needs the endpoint client to be rebuilt (openai backend).
+ENDPOINT_KEYS = ("backend", "endpoint", "endpoint_model", "model")
 # Settings whose change needs the model and D_c to be reloaded in the background.
 RELOAD_KEYS = ("model", "device", "common_datastore")
 # Settings whose change only needs new decoders (cheap, done at once).
@@ -57,6 +63,9 @@ def default_model_name(start: Path | None = None) -> str:
 class Settings:
     """Server settings with their defaults (names are the snake_case form of the camelCase JSON keys).
 
+    backend: ``local`` or ``openai``; endpoint: the OpenAI-compatible base URL (``.../v1``); endpoint_model:
+    the model name the endpoint serves ("" = the first of its ``/v1/models``); repo_id: sent as
+    ``vllm_xargs.fastcoder_repo`` ("" = not sent, ``"auto"`` = the workspace folder's path).
     max_new_tokens / max_prompt_tokens are in tokens; max_prompt_tokens None means min(1024, model maximum).
     common_datastore is a path, ``"stdlib"`` or ``"none"``. exclude holds gitignore-style globs.
     """
@@ -83,6 +92,10 @@ class Settings:
     warm_documents: int = 4
     deadline_ms: int = 0
     max_file_bytes: int = 1_000_000
+    backend: str = "local"
+    endpoint: str = DEFAULT_ENDPOINT
+    endpoint_model: str = ""
+    repo_id: str = ""
 
     def resolved_model(self) -> str:
         """The model name or path to load: the setting, else :func:`default_model_name`."""
@@ -158,6 +171,12 @@ def _common(v: Any) -> str:
     return v.strip()
 
 
+def _endpoint(v: Any) -> str:
+    if not isinstance(v, str) or not v.strip().lower().startswith(("http://", "https://")):
+        raise _Invalid("an http:// or https:// URL such as " + DEFAULT_ENDPOINT)
+    return v.strip()
+
+
 def _optional(conv: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda v: None if v is None else conv(v)
 
@@ -186,6 +205,10 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "warmDocuments": ("warm_documents", _int_in(0, 256)),
     "deadlineMs": ("deadline_ms", _int_in(0, 600_000)),
     "maxFileBytes": ("max_file_bytes", _int_in(1024, 1 << 30)),
+    "backend": ("backend", _choice(BACKENDS)),
+    "endpoint": ("endpoint", _endpoint),
+    "endpointModel": ("endpoint_model", _string),
+    "repoId": ("repo_id", _string),
 }
 
 

@@ -8,6 +8,8 @@
 export const METHODS = ['fastcoder', 'rest', 'copyspec', 'sdsat', 'fastcoder+sdsat', 'ar'] as const;
 export const STOP_AT = ['line', 'block'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda', 'mps'] as const;
+/** Where completions come from: the in-server model, or an OpenAI-compatible /v1/completions endpoint. */
+export const BACKENDS = ['local', 'openai'] as const;
 
 /** The server's settings object, exactly the keys of the server contract. Absent key = server default. */
 export interface FastcoderServerSettings {
@@ -27,6 +29,10 @@ export interface FastcoderServerSettings {
   deadlineMs?: number;
   maxIncrementalFiles?: number;
   maxFileBytes?: number;
+  backend?: (typeof BACKENDS)[number];
+  endpoint?: string;
+  endpointModel?: string;
+  repoId?: string;
 }
 
 /** Boolean settings passed through as they are. */
@@ -85,6 +91,14 @@ export function buildServerSettings(get: ConfigGetter): FastcoderServerSettings 
   for (const key of INTEGER_KEYS) {
     const value = get(key);
     if (typeof value === 'number' && Number.isInteger(value) && value >= 0) out[key] = value;
+  }
+  const backend = oneOf(get('backend'), BACKENDS);
+  if (backend !== undefined) out.backend = backend;
+  const endpoint = nonEmptyString(get('endpoint'));
+  if (endpoint !== undefined && /^https?:\/\//i.test(endpoint)) out.endpoint = endpoint;
+  for (const key of ['endpointModel', 'repoId'] as const) {
+    const value = nonEmptyString(get(key));
+    if (value !== undefined) out[key] = value;
   }
   return out;
 }
