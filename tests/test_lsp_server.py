@@ -82,6 +82,7 @@ async def client(lsp_client: LanguageClient):
         workspace_folders=[types.WorkspaceFolder(uri=WORKSPACE.as_uri(), name="ws")])), 30)
     lsp_client.initialize_ms = (time.perf_counter() - t0) * 1000
     lsp_client.init_result = result
+    lsp_client.state_after_initialize = (await request(lsp_client, "fastcoder/status"))["state"]
     await wait_ready(lsp_client)
     yield
     await wait(lsp_client.shutdown_session(), 30)
@@ -136,9 +137,11 @@ async def test_capabilities_and_fast_initialize(client: LanguageClient):
     assert caps.inline_completion_provider is not None
     sync = caps.text_document_sync
     assert sync.open_close is True and sync.change == types.TextDocumentSyncKind.Incremental
-    # the round trip includes the interpreter start and the lsprotocol import (~1 s on a busy 2-core box);
-    # the model loads afterwards, in the background (test_lsp_failures checks "loading" + empty answers)
-    assert client.initialize_ms < 3000, client.initialize_ms
+    # initialize never waits for the model: it loads afterwards, in the background (test_lsp_failures checks
+    # "loading" + empty answers). A wall-clock bound here failed on a machine loaded by other jobs (9.7 s for
+    # the interpreter start and imports alone), so the behaviour is asserted instead of a time.
+    assert client.state_after_initialize in ("idle", "loading"), (client.state_after_initialize,
+                                                                  client.initialize_ms)
 
 
 async def test_status_reports_model_and_repo(client: LanguageClient):
