@@ -76,3 +76,23 @@ def test_prepare_config_indexes_repositories_once_and_the_proposer_drafts_from_t
     out = proposer.propose([[ids[n - 1]], [ids[n - 1]]], np.array([n, n]), buf)
     assert out[0] == out[1] and len(out[0]) >= 1  # folder (as spelled, trailing slash) and name: one D_r
     assert proposer.stats()["errors"] == 0
+
+
+def test_repository_datastores_built_elsewhere_are_served_under_their_id(tiny_tokenizer, tmp_path, monkeypatch):
+    from engine.common_datastore import tokenizer_fingerprint
+    from engine.datastore import Datastore
+
+    monkeypatch.setenv("FASTCODER_CACHE_DIR", str(tmp_path / "cache"))
+    ids = tiny_tokenizer((PLUGGY / "_hooks.py").read_text(), add_special_tokens=False)["input_ids"]
+    built = Datastore.from_documents([ids], len(tiny_tokenizer), tokenizer_fingerprint(tiny_tokenizer))
+    shared = built.save(tmp_path / "shared" / "plug")  # as `fastcoder index build --repo DIR --out PATH` writes it
+    (shared / "repo.json").write_text(json.dumps({"repo_id": "team/pluggy"}))
+    config = serve_vllm.prepare_config(tiny_tokenizer, [], common="none", progress=False,
+                                       repo_datastores=[str(shared), f"alias={shared}"])
+    assert config.repos == {"team/pluggy": str(shared), "alias": str(shared)}
+    other = Datastore.from_documents([ids], len(tiny_tokenizer), "another-tokenizer").save(tmp_path / "other")
+    with pytest.raises(serve_vllm.ServeError, match="tokenizer.*fastcoder index build --repo"):
+        serve_vllm.prepare_config(tiny_tokenizer, [], common="none", progress=False, repo_datastores=[str(other)])
+    with pytest.raises(serve_vllm.ServeError, match="--repo-datastore"):
+        serve_vllm.prepare_config(tiny_tokenizer, [], common="none", progress=False,
+                                  repo_datastores=[str(tmp_path / "missing")])

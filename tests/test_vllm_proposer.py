@@ -284,3 +284,25 @@ def test_the_proposer_imports_without_vllm():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_a_datastore_rebuilt_in_place_is_reloaded_and_a_bad_rebuild_keeps_the_old(corpus, tmp_path, monkeypatch):
+    from engine.serving import vllm_proposer
+
+    monkeypatch.setattr(vllm_proposer, "RELOAD_CHECK_S", 0.0)
+    path = corpus.repo_b.save(tmp_path / "dr")  # the shared path first holds another repository's D_r
+    proposer = FastCoderProposer(None, ProposerConfig(repos={"X": str(path)}, tokenizer=""), num_speculative_tokens=6)
+    runner = FakeRunner(proposer)
+    target, plen = target_slice(corpus.ids[0])
+    runner.add("before", target, plen, {REPO_ARG: "X"})
+    run(runner, 12)
+    assert proposer._repo("X").num_tokens == corpus.repo_b.num_tokens
+    corpus.repo_a.save(path)  # `fastcoder index build --repo ... --out PATH` run again: swapped atomically
+    runner.add("after", target, plen, {REPO_ARG: "X"})
+    run(runner, 12)
+    assert proposer._repo("X").num_tokens == corpus.repo_a.num_tokens
+    assert proposer.stats()["repo_loads"] == 2
+    assert runner.accepted["after"] > runner.accepted["before"]  # target file 0 is in A's D_r, not B's
+    (path / "meta.json").write_text("{not json")  # a broken rebuild: keep drafting from what is loaded
+    assert proposer._repo("X").num_tokens == corpus.repo_a.num_tokens
+    assert proposer.stats()["repo_loads"] == 2 and proposer.stats()["errors"] == 1

@@ -82,18 +82,33 @@ def parse_repo(spec: str) -> tuple[str, Path]:
     return name or path.name, path
 
 
+def parse_repo_datastore(spec: str) -> tuple[str | None, Path]:
+    """``ID=PATH`` or ``PATH`` (a folder written by ``fastcoder index build --repo``) -> (id or None, folder)."""
+    name, sep, folder = spec.partition("=")
+    if not sep or "/" in name:
+        name, folder = "", spec
+    return (name.strip() or None), Path(folder).expanduser().resolve()
+
+
 def prepare_config(tokenizer, repos: list[str], common: str = "stdlib", state_dir: str | os.PathLike | None = None,
                    options: dict | None = None, cost_slope: float | None = None, progress: bool = True,
-                   tokenizer_path: str | None = None) -> ProposerConfig:
+                   tokenizer_path: str | None = None, repo_datastores: list[str] = ()) -> ProposerConfig:
     """Build or reuse the datastores (user cache) and return the proposer's configuration.
 
     Each repository is indexed with D_r's file filter (:func:`engine.common_datastore.build_common_datastore`
     on the folder) and cached under a fingerprint of the tokenizer and the files (paths, sizes, mtimes),
     so an unchanged repository is not rebuilt. Ids: the resolved folder and the name (``NAME=DIR``, or the
     folder's name). ``common``: ``stdlib`` (built on first use), ``none`` or a datastore folder.
+
+    ``repo_datastores``: ``[ID=]PATH`` of D_r folders built elsewhere (``fastcoder index build --repo DIR
+    --repo-id ID --out PATH`` on a developer's machine or in CI, then copied or shared); the id is ID, else
+    the ``repo_id`` in the folder's ``repo.json``, else the folder's name. The proposer memory-maps it on
+    first use and reloads it when the folder is rebuilt in place. Raises :class:`ServeError` for a folder
+    that is not a datastore or was built with another tokenizer.
     """
     from ..common_datastore import (corpus_files, corpus_fingerprint, default_cache_dir, load_common_datastore,
                                     tokenizer_fingerprint, build_common_datastore)
+    from ..cli import REPO_INFO_FILE
     from ..datastore import Datastore, DatastoreError
 
     fp = tokenizer_fingerprint(tokenizer)
@@ -116,6 +131,22 @@ def prepare_config(tokenizer, repos: list[str], common: str = "stdlib", state_di
             if key in ids and ids[key] != str(out):
                 raise ServeError(f"two --repo folders are both called {key!r}: name them (--repo NAME=DIR)")
             ids[key] = str(out)
+    for spec in repo_datastores:
+        rid, path = parse_repo_datastore(spec)
+        try:
+            Datastore.load(path, tokenizer_fingerprint=fp)
+        except DatastoreError as err:
+            raise ServeError(f"--repo-datastore {spec}: {err} (build it with: fastcoder index build --repo DIR "
+                             f"--model {tokenizer_path or 'MODEL'} --out {path})") from None
+        if rid is None:
+            try:
+                rid = json.loads((path / REPO_INFO_FILE).read_text(encoding="utf-8")).get("repo_id")
+            except (OSError, ValueError, AttributeError):
+                rid = None
+            rid = str(rid or path.name)
+        if rid in ids and ids[rid] != str(path):
+            raise ServeError(f"--repo-datastore {spec}: the id {rid!r} is already taken; name it (ID=PATH)")
+        ids[rid] = str(path)
     common_path = None
     spec = (common or "none").strip()
     if spec.lower() == "stdlib":
@@ -322,6 +353,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="model folder or hub id (vLLM loads it)")
     p.add_argument("--repo", action="append", default=[], metavar="[NAME=]DIR",
                    help="a repository whose datastore D_r requests may name (repeatable)")
+    p.add_argument("--repo-datastore", action="append", default=[], metavar="[ID=]PATH",
+                   help="a repository datastore built elsewhere by `fastcoder index build --repo DIR --out PATH` "
+                        "(repeatable; reloaded when rebuilt in place)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--common", default="stdlib", help="D_c: 'stdlib', 'none' or a datastore folder (default: stdlib)")
@@ -362,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
             except Exception as err:
                 raise ServeError(f"cannot load the tokenizer of {args.model}: {err}") from None
             config = prepare_config(tokenizer, args.repo, args.common, options=None, cost_slope=args.cost_slope,
-                                    tokenizer_path=args.model)
+                                    tokenizer_path=args.model, repo_datastores=args.repo_datastore)
         server = start_server(args.model, args.port, args.host, args.speculation, config,
                               args.num_speculative_tokens, args.max_model_len, args.dtype, args.venv,
                               args.state_dir, args.vllm_arg)
@@ -379,7 +413,7 @@ def run(args: argparse.Namespace) -> int:
             waited = server.wait_ready(args.ready_timeout)
         except ServeError as err:
             raise CLIError(str(err)) from None
-        repos = sorted({k for k in (config.repos if config else {}) if "/" not in k})
+        repos = sorted({k for k in (config.repos if config else {}) if not os.path.isabs(k)})
         print(f"fastcoder: vLLM ready in {waited:.0f} s")
         print(f"endpoint: {server.endpoint}   (OpenAI-compatible; put it in the editor settings)")
         if repos:

@@ -69,6 +69,8 @@ __all__ = ["CONFIG_ENV", "REPO_ARG", "DOC_ARG", "PROPOSER_CLASS", "ProposerConfi
 CONFIG_ENV = "FASTCODER_VLLM_CONFIG"
 #: ``vllm_xargs`` key naming the request's repository (an id of :attr:`ProposerConfig.repos`).
 REPO_ARG = "fastcoder_repo"
+#: Seconds between checks of a repository datastore's folder for a rebuild (:meth:`FastCoderProposer._repo`).
+RELOAD_CHECK_S = 2.0
 #: ``vllm_xargs`` key naming the request's document (requests of one document share a cache).
 DOC_ARG = "fastcoder_doc"
 #: The dotted path to give vLLM as the speculative ``model`` of method ``custom_class``.
@@ -87,6 +89,15 @@ def linear_cost(slope: float) -> VerifyCost:
     slope = max(float(slope), 0.0)
     sizes = [1, 4, 16, 64]
     return VerifyCost(sizes, [1.0 + slope * n for n in sizes], 0.0, 0, {"kind": "linear", "slope": slope})
+
+
+def _meta_stamp(path: str) -> tuple[int, int] | None:
+    """(inode, mtime_ns) of a datastore folder's ``meta.json``; None when it cannot be read."""
+    try:
+        st = os.stat(os.path.join(path, "meta.json"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 @dataclass
@@ -241,6 +252,7 @@ class FastCoderProposer:
         self._datastores: dict[str, object] = dict(datastores or {})
         self._failed_repos: set[str] = set()
         self._by_path: dict[str, object] = {}
+        self._stamps: dict[str, tuple] = {}  # datastore folder -> (meta.json (inode, mtime_ns), checked at)
         self._common = common
         self._common_loaded = common is not None or not self.config.common
         self._token_info = token_info
@@ -325,29 +337,56 @@ class FastCoderProposer:
                     self._error(f"tokenizer {name!r} not loaded ({err}); skip-token rule off", tb=False)
 
     def _repo(self, repo_id: str):
-        """The loaded D_r for ``repo_id``, loading (memory-mapping) it on first use; None if unknown."""
+        """The loaded D_r for ``repo_id``, loading (memory-mapping) it on first use; None if unknown.
+
+        A datastore folder rewritten in place (``fastcoder index build --repo DIR --out PATH`` run again
+        on the shared path: :meth:`engine.datastore.Datastore.save` swaps the folder atomically) is
+        reloaded: its ``meta.json`` is checked at most every :data:`RELOAD_CHECK_S` seconds. A reload
+        that fails keeps the datastore already loaded."""
         ds = self._datastores.get(repo_id)
-        if ds is not None or repo_id in self._failed_repos:
-            return ds
+        if repo_id in self._failed_repos:
+            return None
         path = self.config.repos.get(repo_id)
         if path is None and ("/" in repo_id or os.sep in repo_id):  # a repository folder, as spelled
             path = self.config.repos.get(os.path.realpath(repo_id))
         if path is None:
-            return None
-        ds = self._by_path.get(path)  # several ids (folder, name) may name one datastore
-        if ds is None:
+            return ds  # given directly (datastores=) or unknown
+        if ds is not None and not self._changed_on_disk(path):
+            return ds
+        loaded = self._by_path.get(path)  # several ids (folder, name) may name one datastore
+        if loaded is None or loaded is ds:
             try:
-                ds = Datastore.load(path, self.config.tokenizer_fingerprint, mmap=True)
+                loaded = Datastore.load(path, self.config.tokenizer_fingerprint, mmap=True)
             except Exception as err:
+                if ds is not None:  # a half-written or bad rebuild: keep serving the old one
+                    self._error(f"repository {repo_id!r}: new datastore at {path} not loaded ({err}); "
+                                "keeping the previous one", tb=False)
+                    return ds
                 self._failed_repos.add(repo_id)
                 self._error(f"repository {repo_id!r}: datastore {path} not loaded ({err}); no drafts for it",
                             tb=False)
                 return None
-            self._by_path[path] = ds
-        self._datastores[repo_id] = ds
-        log.info("fastcoder proposer: repository %r loaded (%d tokens, memory-mapped)", repo_id,
-                 getattr(ds, "num_tokens", -1))
-        return ds
+            self._by_path[path] = loaded
+            self._stamps[path] = (_meta_stamp(path), time.monotonic())
+            self._stats["repo_loads"] = self._stats.get("repo_loads", 0) + 1
+            log.info("fastcoder proposer: repository %r %s (%d tokens, memory-mapped)", repo_id,
+                     "reloaded" if ds is not None else "loaded", getattr(loaded, "num_tokens", -1))
+        self._datastores[repo_id] = loaded
+        return loaded
+
+    def _changed_on_disk(self, path: str) -> bool:
+        """Whether ``path/meta.json`` changed since it was loaded (checked at most every
+        :data:`RELOAD_CHECK_S` s)."""
+        now = time.monotonic()
+        stamp, checked = self._stamps.get(path, (None, -1e9))
+        if now - checked < RELOAD_CHECK_S:
+            return False
+        current = _meta_stamp(path)
+        self._stamps[path] = (stamp, now)
+        if current is None or current == stamp:  # None: being swapped right now, or removed: keep it
+            return False
+        self._by_path.pop(path, None)
+        return True
 
     def _error(self, what: str, tb: bool = True) -> None:
         self._stats["errors"] += 1
