@@ -82,9 +82,8 @@ USER_SETTINGS = {
     "fastcoder.commonDatastore": "none",  # D_c from the standard library would take a minute to build here
     "fastcoder.maxNewTokens": MAX_NEW_TOKENS,
     "fastcoder.stopAt": "line",
-    # off, so that after a burst of keys the suggestion must equal a fresh request's (type-through would
-    # legitimately show the rest of an earlier request's answer instead)
-    "fastcoder.typeThrough": False,
+    # fastcoder.typeThrough stays at its default (on), as a user has it: after a burst of keys the suggestion
+    # shown must still equal a fresh request's
     "fastcoder.trace.server": "messages",  # the LSP traffic goes to the extension's log: cancellations are counted
 }
 
