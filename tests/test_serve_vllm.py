@@ -96,3 +96,23 @@ def test_repository_datastores_built_elsewhere_are_served_under_their_id(tiny_to
     with pytest.raises(serve_vllm.ServeError, match="--repo-datastore"):
         serve_vllm.prepare_config(tiny_tokenizer, [], common="none", progress=False,
                                   repo_datastores=[str(tmp_path / "missing")])
+
+
+def test_a_relative_local_model_reaches_vllm_as_an_absolute_path(tmp_path, monkeypatch):
+    # vLLM runs in its state folder: a relative model folder would be read as a hub id there
+    monkeypatch.chdir(ROOT)
+    rel = Path("tests")
+    assert serve_vllm.local_or_hub(str(rel)) == str((ROOT / rel).resolve())
+    assert serve_vllm.local_or_hub("Qwen/Qwen2.5-Coder-1.5B") == "Qwen/Qwen2.5-Coder-1.5B"
+    captured = {}
+
+    class _Popen:
+        def __init__(self, cmd, **kw):
+            captured["cmd"], self.pid = cmd, 0
+
+    monkeypatch.setattr(serve_vllm, "vllm_executable", lambda venv=None: Path("/v/bin/vllm"))
+    monkeypatch.setattr(serve_vllm.subprocess, "Popen", _Popen)
+    config = ProposerConfig(tokenizer=str(rel))
+    serve_vllm.start_server(str(rel), 8123, speculation="fastcoder", config=config, state_dir=tmp_path / "s")
+    assert captured["cmd"][2] == str((ROOT / rel).resolve())
+    assert ProposerConfig.load(tmp_path / "s" / "proposer.json").tokenizer == str((ROOT / rel).resolve())

@@ -181,6 +181,13 @@ def speculative_config(speculation: str, k: int) -> dict | None:
     raise ServeError(f"unknown speculation {speculation!r}; choose one of {', '.join(SPECULATION)}")
 
 
+def local_or_hub(model: str) -> str:
+    """An existing local folder as an absolute path (vLLM runs in its state folder, where a relative path
+    would be read as a hub id); anything else (a hub id) unchanged."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
 def vllm_command(exe: Path, model: str, host: str, port: int, speculation: str, k: int, max_model_len: int,
                  dtype: str | None, extra: list[str] = ()) -> list[str]:
     """The ``vllm serve`` command line."""
@@ -323,6 +330,7 @@ def start_server(model: str, port: int, host: str = "127.0.0.1", speculation: st
     folder per port in the user cache); vLLM's output goes to ``state_dir/vllm.log``.
     """
     exe = vllm_executable(venv)
+    model = local_or_hub(model)
     if state_dir is None:
         from ..common_datastore import default_cache_dir
 
@@ -332,6 +340,8 @@ def start_server(model: str, port: int, host: str = "127.0.0.1", speculation: st
     config_path = None
     if speculation == "fastcoder":
         config = config or ProposerConfig()
+        if config.tokenizer:
+            config.tokenizer = local_or_hub(config.tokenizer)
         if config.stats_path is None:
             config.stats_path = str(state / "proposer-stats.json")
         config_path = config.save(state / "proposer.json")
