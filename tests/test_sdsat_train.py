@@ -5,6 +5,8 @@
 - eq. 9's loss equals its definition computed by hand;
 - a few steps on a tiny random Llama: both losses are computed, the output folder is an SDSAT model the
   decoder loads, and a run resumes from its checkpoint;
+- merging with the base model (WiSE-FT) gives the interpolated weights, added embedding rows kept, and the
+  recipe saves the merged model while its checkpoint keeps the raw fine-tune;
 - the command's errors are one line with exit status 2.
 """
 
@@ -18,8 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.sdsat.train import (SdsatCollator, SdsatTrainOptions, fim_sample, mix_adaptive, resolve_adaptive_token,
-                                sdsat_loss, train_sdsat)
+from engine.sdsat.train import (SdsatCollator, SdsatTrainOptions, fim_sample, merge_with_base, mix_adaptive,
+                                resolve_adaptive_token, sdsat_loss, train_sdsat)
 from tests.conftest import TINY_CODER, third_party_sources
 
 ADAPTIVE = 7
@@ -169,3 +171,49 @@ def test_command_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["eval-sdsat", "--model", str(tmp_path / "nope"), "--corpus", str(tmp_path / "empty")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_merge_with_base_interpolates_and_keeps_added_rows(tiny_random_lm):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_random_lm))
+    tuned = AutoModelForCausalLM.from_pretrained(str(tiny_random_lm))
+    tid = resolve_adaptive_token(AutoTokenizer.from_pretrained(str(tiny_random_lm)), tuned, "<|fastcoder_adaptive|>")
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in tuned.parameters():
+            p.add_(torch.randn_like(p))
+    rows = base.get_input_embeddings().weight.shape[0]
+    before = {n: p.detach().clone() for n, p in tuned.named_parameters()}
+    assert merge_with_base(tuned, base, 1.0) == len(before)
+    assert all(torch.equal(p, before[n]) for n, p in tuned.named_parameters())
+    merge_with_base(tuned, base, 0.25)
+    for (n, p), (_, b) in zip(tuned.named_parameters(), base.named_parameters()):
+        want = before[n].clone()
+        want[:b.shape[0]] = b + 0.25 * (before[n][:b.shape[0]] - b)
+        assert torch.allclose(p, want, atol=1e-6), n
+    emb = tuned.get_input_embeddings().weight
+    assert emb.shape[0] > rows and torch.equal(emb[tid], before["model.embed_tokens.weight"][tid])  # added row kept
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="alpha"):
+            merge_with_base(tuned, base, bad)
+
+
+@pytest.mark.slow
+def test_the_recipe_saves_the_merged_model_and_the_checkpoint_keeps_the_raw_fine_tune(tiny_random_lm, corpus,
+                                                                                    tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "merged"
+    opts = SdsatTrainOptions(max_window=4, seq_len=64, steps=2, batch_size=4, warmup_steps=1, save_steps=2,
+                             threads=1, lr=1e-2, merge_alpha=0.5)
+    stats = train_sdsat(str(tiny_random_lm), corpus, out, opts)
+    assert stats["merge_alpha"] == 0.5
+    name = "model.layers.0.mlp.up_proj.weight"
+    weights = {}
+    for label, folder in (("base", tiny_random_lm), ("raw", out / "checkpoint-2"), ("saved", out)):
+        weights[label] = dict(AutoModelForCausalLM.from_pretrained(str(folder)).named_parameters())[name]
+    assert not torch.allclose(weights["raw"], weights["base"])  # it did train
+    assert torch.allclose(weights["saved"], (weights["base"] + weights["raw"]) / 2, atol=1e-6)
+    with pytest.raises(ValueError, match="merge_alpha"):
+        SdsatTrainOptions(merge_alpha=2.0)
