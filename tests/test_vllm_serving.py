@@ -95,13 +95,24 @@ def test_fastcoder_proposer_in_vllm_is_lossless_and_accepted(vllm_venv, tiny_tok
         plain.stop()
     assert _gone(plain)
 
-    config = prepare_config(tiny_tokenizer, [f"pluggy={pluggy}"], common="none", progress=False)
+    # a D_r built elsewhere (`fastcoder index build --repo DIR --repo-id ID --out PATH`), served under two ids:
+    # one for direct requests, one that the language server's openai backend sends as its repoId
+    from engine.common_datastore import tokenizer_fingerprint
+    from engine.repo_datastore import RepoDatastore
+
+    shared = RepoDatastore.build(pluggy, tiny_tokenizer).to_datastore(tokenizer_fingerprint(tiny_tokenizer)).save(
+        tmp_path / "shared" / "pluggy")
+    (shared / "repo.json").write_text(json.dumps({"repo_id": "shared-pluggy"}))
+    config = prepare_config(tiny_tokenizer, [f"pluggy={pluggy}"], common="none", progress=False,
+                            repo_datastores=[str(shared), f"lsp-pluggy={shared}"])
     server = _serve(tmp_path, "fastcoder", "fastcoder", config)
     try:
         with_repo = [_complete(server.url, p, {"fastcoder_repo": "pluggy", "fastcoder_doc": str(i)})
                      for i, p in enumerate(prompts)]
         by_folder = _complete(server.url, prompts[0], {"fastcoder_repo": str(pluggy)})
         unknown = _complete(server.url, prompts[1], {"fastcoder_repo": "no-such-repository"})
+        built_elsewhere = _complete(server.url, prompts[2], {"fastcoder_repo": "shared-pluggy"})
+        lsp_items = _complete_through_the_language_server(server.url, pluggy, tmp_path)
         with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
             metrics = r.read().decode()
         import time
@@ -116,10 +127,39 @@ def test_fastcoder_proposer_in_vllm_is_lossless_and_accepted(vllm_venv, tiny_tok
     assert _gone(server)
 
     assert with_repo == reference  # token for token, greedy
-    assert by_folder == reference[0] and unknown == reference[1]
+    assert by_folder == reference[0] and unknown == reference[1] and built_elsewhere == reference[2]
+    assert lsp_items and lsp_items[0]["insertText"].strip(), lsp_items  # the editor got a suggestion from vLLM
     accepted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                    if line.startswith("vllm:spec_decode_num_accepted_tokens_total"))
     assert accepted > 0, metrics
     assert stats["errors"] == 0, stats
     assert stats["rows_by_repo"].get("pluggy", 0) > 0 and stats["unknown_repo_rows"] > 0, stats
+    # the D_r built elsewhere drafted, and the language server's requests reached the proposer with its repoId
+    assert stats["rows_by_repo"].get("shared-pluggy", 0) > 0 and stats["rows_by_repo"].get("lsp-pluggy", 0) > 0, stats
     assert stats["accepted_by_source"].get("repo", 0) > 0, stats  # D_r of the real repository drafted
+
+
+def _complete_through_the_language_server(url: str, pluggy: Path, tmp_path: Path) -> list[dict]:
+    """The real language server (stdio) with ``backend: openai`` against ``url`` and ``repoId: lsp-pluggy``:
+    one inline completion inside a function body of a pluggy file; returns its items."""
+    from tests.lsp_raw import RawServer
+
+    ws = tmp_path / "lsp-ws"
+    ws.mkdir()
+    text = (pluggy / "_manager.py").read_text(encoding="utf-8")
+    (ws / "_manager.py").write_text(text)
+    lines = text.splitlines()
+    line = next(i for i, l in enumerate(lines) if l.strip().startswith("return ") and i > len(lines) // 3)
+    server = RawServer(cwd=tmp_path)
+    try:
+        server.initialize(ws, {"backend": "openai", "endpoint": url + "/v1", "model": str(TINY_CODER),
+                               "repoId": "lsp-pluggy", "maxNewTokens": 24, "stopAt": "line"})
+        assert server.wait_ready(300)["state"] == "ready"
+        uri = server.open(ws / "_manager.py")
+        col = len(lines[line]) - len(lines[line].lstrip()) + len("return ")
+        reply = server.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": col},
+            "context": {"triggerKind": 1}}, timeout=300)
+        return reply["result"]["items"]
+    finally:
+        assert server.close() == 0
