@@ -93,6 +93,25 @@ def test_suffix_lossless_on_real_code(tiny_coder, real_code_prompts, one_thread)
 
 
 @needs_suffix
+@pytest.mark.parametrize("family,vocab", [("llama", 512), ("qwen2", 151_936), ("gpt2", 300)])
+def test_suffix_lossless_random_models(family, vocab):
+    """Random models (drafts partly accepted, partly rejected): greedy suffix output equals ar's, twice on
+    one decoder (the second run drafts from the first one's output too)."""
+    from tests.conftest import loaded_random
+
+    loaded = loaded_random(family, vocab, seed=1)
+    rng = np.random.default_rng(2)
+    base = rng.integers(0, vocab, 24).tolist()
+    prompt = base + rng.integers(0, vocab, 10).tolist() + base[:12]  # repeats: prompt-tree drafts fire
+    ref = SpeculativeDecoder(loaded, method="ar").generate(prompt, max_new_tokens=40).token_ids
+    for opts in ({}, {"use_tree_spec": True}):
+        dec = SpeculativeDecoder(loaded, method="suffix", **opts)
+        runs = [dec.generate(prompt, max_new_tokens=40) for _ in range(2)]
+        assert [r.token_ids for r in runs] == [ref, ref], f"{family} {opts} diverged from greedy"
+        assert runs[1].stats["mean_accepted_length"] > 1.0
+
+
+@needs_suffix
 def test_suffix_learns_across_generations(tiny_coder, real_code_prompts, one_thread):
     """The decoder keeps one SuffixDecodingCache: the second generation of a prompt is drafted from the
     first one's output (global tree), same tokens, more accepted per forward."""

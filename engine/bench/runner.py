@@ -49,7 +49,7 @@ SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base 
 DEFAULT_METHODS = tuple(m for m in METHOD_SPECS if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS)
 REFERENCE_METHOD = "ar"
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
-HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive")
+HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix")
 
 
 # --------------------------------------------------------------------------------------------------
