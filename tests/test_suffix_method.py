@@ -179,3 +179,15 @@ def test_suffix_without_package_clear_error(no_arctic, tmp_path, capsys):
     assert bench.main(["--repo", str(tmp_path), "--methods", "ar,copyspec", "--model",
                        str(Path(tmp_path) / "no-model")]) == 2
     assert INSTALL_HINT not in capsys.readouterr().err  # other methods do not need it
+
+
+def test_generate_cli_suffix_without_package(no_arctic, tiny_coder, tmp_path, capsys):
+    """`fastcoder generate --method suffix` without arctic-inference: exit 2 and the one-line hint."""
+    from engine.cli import main
+
+    prompt = tmp_path / "p.py"
+    prompt.write_text("def f(x):\n")
+    assert main(["generate", "--model", tiny_coder.name, "--method", "suffix", "--prompt-file", str(prompt),
+                 "--max-new-tokens", "4"]) == 2
+    err = capsys.readouterr().err
+    assert INSTALL_HINT in err and "Traceback" not in err
