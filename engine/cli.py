@@ -167,6 +167,7 @@ def read_prompt(args) -> str:
 
 def cmd_generate(args) -> int:
     from . import SpeculativeDecoder
+    from .suffix_drafter import SuffixDecodingUnavailable
 
     prompt = read_prompt(args)
     loaded = _load(args)
@@ -182,7 +183,7 @@ def cmd_generate(args) -> int:
         decoder = SpeculativeDecoder(loaded, method=args.method, repo_datastore=repo, common_datastore=common)
         result = decoder.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_p=args.top_p, top_k=args.top_k, seed=args.seed)
-    except ValueError as err:
+    except (ValueError, SuffixDecodingUnavailable) as err:  # the latter: method suffix without arctic-inference
         raise CLIError(str(err)) from None
     if args.json:
         json.dump({"text": result.text, "token_ids": result.token_ids, "finish_reason": result.finish_reason,

@@ -28,8 +28,9 @@ from .verify import SamplingParams, accept, choose_token, compact_cache, tree_fo
 log = logging.getLogger(__name__)
 
 #: Decoding methods: two baselines without drafting, three retrieval drafters, SDSAT (adaptive tokens;
-#: needs an SDSAT fine-tune, :mod:`engine.sdsat`) and SDSAT merged with fastcoder's retrieval.
-METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat")
+#: needs an SDSAT fine-tune, :mod:`engine.sdsat`), SDSAT merged with fastcoder's retrieval, and
+#: SuffixDecoding (arctic-inference's own drafter, optional install: :mod:`engine.suffix_drafter`).
+METHODS = ("ar", "hf-prompt-lookup", "rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat", "suffix")
 #: Adaptive tokens per SDSAT branch at most (the paper measures k up to 13).
 MAX_ADAPTIVE_TOKENS = 16
 #: Methods that draft with SDSAT adaptive tokens.
@@ -112,11 +113,16 @@ class SpeculativeDecoder:
             the model's trained window L; a cap when sized by cost), ``adaptive_width`` (candidates
             per adaptive position; default 1 when greedy, 3 when sampling), ``adaptive_every_step``
             (default False for sdsat, the paper's two-step loop; True for fastcoder+sdsat).
+            suffix (:func:`engine.suffix_drafter.make_suffix_drafter`): SuffixDecoding settings (vLLM's
+            defaults) and ``suffix_cache`` (a ``SuffixDecodingCache`` to share across decoders); the
+            decoder keeps one drafter, so its global tree learns from every generation, as vLLM keeps
+            one per engine (one generation at a time).
 
     Raises:
         ValueError: unknown method; :class:`engine.sdsat.NotAnSdsatModel` (a ValueError): an SDSAT
             method with a model that has no adaptive-token metadata; TypeError: an option the
-            method does not take.
+            method does not take; :class:`engine.suffix_drafter.SuffixDecodingUnavailable` (an
+            ImportError): method suffix without arctic-inference installed.
     """
 
     def __init__(self, loaded: LoadedModel, method: str = "fastcoder", repo_datastore=None,
@@ -156,7 +162,8 @@ class SpeculativeDecoder:
             self.options["draft_budget"] = default_draft_budget(loaded.device)
         self.max_prompt_kv_documents = 4  # documents whose prompt KV cache is kept (memory bound)
         self._kv_owners: OrderedDict[int, FastCoderCache] = OrderedDict()
-        if method in ("rest", "copyspec", "fastcoder", *SDSAT_METHODS):  # validate the options now
+        self._suffix_drafter = None
+        if method in ("rest", "copyspec", "fastcoder", "suffix", *SDSAT_METHODS):  # validate the options now
             self._make_drafter(None)
         elif self.options or self.sdsat_options:
             raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")
@@ -166,6 +173,10 @@ class SpeculativeDecoder:
         return FastCoderCache(n_min=self.options.get("n_min", 2))
 
     def _make_drafter(self, cache, greedy: bool = True):
+        if self.method == "suffix":  # one drafter: its SuffixDecodingCache outlives a generation
+            if self._suffix_drafter is None:
+                self._suffix_drafter = make_drafter("suffix", None, **self.options)
+            return self._suffix_drafter
         if self.method in SDSAT_METHODS:
             from .sdsat.drafter import make_adaptive_drafter  # noqa: PLC0415
 

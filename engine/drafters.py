@@ -363,15 +363,21 @@ FASTCODER_MIN_PROB = 0.2
 
 def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=None,
                  cache: FastCoderCache | None = None, estimator=None, cost=None, **options) -> Drafter:
-    """Build the drafter for ``method`` (``rest``, ``copyspec``, ``fastcoder``).
+    """Build the drafter for ``method`` (``rest``, ``copyspec``, ``fastcoder``, ``suffix``).
 
     ``options`` may hold :class:`RetrievalOptions` fields (n_max, n_min, draft_len, max_matches,
     budget; ``draft_budget`` is accepted for budget), :class:`FastCoderOptions` fields, and
     ``gamma``/``copy_len`` for CopySpec. Unknown names raise ``TypeError``. ``estimator`` and ``cost``
     (fastcoder): size each tree by expected tokens per verify cost (:mod:`engine.acceptance`); without
     them the tree keeps the top nodes by weight above ``min_prob`` (default :data:`FASTCODER_MIN_PROB`).
+    ``suffix``: arctic-inference's SuffixDecoding, options as :func:`engine.suffix_drafter.make_suffix_drafter`
+    (raises :class:`engine.suffix_drafter.SuffixDecodingUnavailable` without arctic-inference).
     """
     options = dict(options)
+    if method == "suffix":
+        from .suffix_drafter import make_suffix_drafter  # noqa: PLC0415  (optional arctic-inference)
+
+        return make_suffix_drafter(**options)
     if method == "fastcoder" and (estimator is None or cost is None):
         options.setdefault("min_prob", FASTCODER_MIN_PROB)
     if "draft_budget" in options:

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 editors/neovim/install_nvim_for_tests.sh || echo "Neovim could not be installed: its tests will skip" >&2
 editors/neovim/install_nvim012.sh || echo "Neovim 0.12 could not be installed: its real-editor test will skip" >&2
+scripts/setup_suffix.sh || echo "arctic-inference could not be built: the suffix method's tests will skip" >&2
 scripts/install_code_server.sh || echo "code-server/Chromium could not be installed: the real VS Code test will skip" >&2
 if command -v npm >/dev/null 2>&1; then
   (cd editors/vscode && npm ci --no-audit --no-fund --loglevel=error && npm run -s compile)

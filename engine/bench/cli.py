@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Sequence
 
 from .report import benchmark, render_markdown
-from .runner import (DEFAULT_METHODS, METHOD_SPECS, SDSAT_BENCH_METHODS, BenchConfig, build_repo_datastore,
-                     parse_methods)
+from .runner import (DEFAULT_METHODS, METHOD_SPECS, SDSAT_BENCH_METHODS, SUFFIX_BENCH_METHODS, BenchConfig,
+                     build_repo_datastore, parse_methods)
 from .headroom import DEFAULT_COST_SIZES
 from .tasks import DEFAULT_MAX_PROMPT_TOKENS, TASK_KINDS, BenchError, extract_tasks
 
@@ -66,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         methods = parse_methods(args.methods)
+        if any(m in SUFFIX_BENCH_METHODS for m in methods):
+            from engine.suffix_drafter import INSTALL_HINT, suffix_decoding_available  # noqa: PLC0415
+
+            if not suffix_decoding_available():
+                raise BenchError(INSTALL_HINT)
         if args.tasks < 1 or args.max_new_tokens < 1:
             raise BenchError("--tasks and --max-new-tokens must be >= 1")
         cost_sizes = tuple(int(x) for x in str(args.cost_sizes).split(",") if x.strip())

@@ -36,13 +36,20 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     "sdsat-k4": ("sdsat", {"adaptive_tokens": 4, "size_by_cost": False}),
     "sdsat-k8": ("sdsat", {"adaptive_tokens": 8, "size_by_cost": False}),
     "fastcoder+sdsat": ("fastcoder+sdsat", {}),
+    # SuffixDecoding (issue #9 item 5): arctic-inference's own drafter with vLLM's `suffix` settings
+    # (chains), and with tree speculation (the paper's and arctic-inference's simulator's setting);
+    # its global tree keeps every earlier task's output of the run, as a server's would
+    "suffix": ("suffix", {}),
+    "suffix-tree": ("suffix", {"use_tree_spec": True}),
 }
 #: Methods that need a model fine-tuned with adaptive tokens: not run unless asked for.
 SDSAT_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base in ("sdsat", "fastcoder+sdsat"))
-DEFAULT_METHODS = tuple(m for m in METHOD_SPECS if m not in SDSAT_BENCH_METHODS)
+#: Methods that need the optional arctic-inference install: not run unless asked for.
+SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base == "suffix")
+DEFAULT_METHODS = tuple(m for m in METHOD_SPECS if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS)
 REFERENCE_METHOD = "ar"
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
-HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive")
+HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -119,10 +126,12 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(ordered)
 
 
-DRAFTING_METHODS = ("rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat")
+DRAFTING_METHODS = ("rest", "copyspec", "fastcoder", "sdsat", "fastcoder+sdsat", "suffix")
 #: Engine methods with a per-document FastCoder cache and a shared acceptance estimator.
 _CACHED_METHODS = ("fastcoder", "fastcoder+sdsat")
 _ESTIMATORS: dict = {}
+#: (id(loaded), method) -> the SuffixDecodingCache a suffix method keeps for the whole run.
+_SUFFIX_CACHES: dict = {}
 
 
 def _new_estimator():
@@ -142,6 +151,14 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
     if base in (*_CACHED_METHODS, "sdsat") and options.get("size_by_cost", True):
         # one estimator per method for the whole run, as a server keeps one across requests
         options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator())}
+    if base == "suffix":  # one SuffixDecodingCache per method for the whole run, as vLLM keeps one per engine
+        key = (id(loaded), method)
+        if key not in _SUFFIX_CACHES:
+            from engine.suffix_drafter import SuffixOptions, new_suffix_cache  # noqa: PLC0415
+
+            fields = SuffixOptions.__dataclass_fields__
+            _SUFFIX_CACHES[key] = new_suffix_cache(SuffixOptions(**{k: v for k, v in options.items() if k in fields}))
+        options = {**options, "suffix_cache": _SUFFIX_CACHES[key]}
     return SpeculativeDecoder(loaded, method=base, repo_datastore=repo_datastore,
                               common_datastore=common_datastore, **options)
 
@@ -235,7 +252,10 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
 
 def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, common_ds,
             tokens: int, extra: dict | None = None) -> None:
-    """Run every method once on a short generation (not recorded): lazy init, allocator, caches."""
+    """Run every method once on a short generation (not recorded): lazy init, allocator, caches.
+
+    The warm-up runs on the first task's prompt, so the suffix methods' caches are dropped afterwards
+    (their global tree would otherwise hold the start of that task's answer)."""
     if tokens <= 0:
         return
     for method in methods:
@@ -243,6 +263,7 @@ def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, 
             run_one(make_decoder(loaded, method, repo_ds, common_ds, extra), method, prompt_ids, tokens)
         except Exception as err:  # the timed run records it; the warm-up only logs
             log.warning("warm-up of %s failed: %s", method, err)
+        _SUFFIX_CACHES.pop((id(loaded), method), None)
 
 
 def failed_run(err: Exception) -> dict:
