@@ -18,6 +18,14 @@ Layout (kept minimal, so a memory-mapped store costs ~ (w + 4) bytes per token):
 Search (REST Alg. 1): the longest ``n`` in ``[n_min, n_max]`` whose last-``n``-token suffix of the
 context occurs; occurrence is monotone in ``n`` (a suffix of an occurring pattern occurs), so ``n``
 is found by binary search, each probe one ``sa_search`` call (O(n log N) byte compares, in C).
+
+Incremental search (a decoder's context only grows between steps): a :class:`MatchState` passed to
+:meth:`Datastore.search` keeps the last context's tail, an upper bound on its longest occurring suffix
+and the suffix-array interval found. When the new context extends that one by k tokens, its longest
+occurring suffix is at most ``bound + k`` (the first tokens of an occurring pattern occur), so the
+search probes that length first, inside the previous interval when the pattern extends the previous
+match (one ``sa_search`` over a few entries), and binary-searches only below it on a miss. Results
+are exactly those of a fresh search.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["SEPARATOR", "FORMAT_VERSION", "Datastore", "DatastoreError", "Retrieval"]
+__all__ = ["SEPARATOR", "FORMAT_VERSION", "Datastore", "DatastoreError", "MatchState", "Retrieval"]
 
 #: Token value placed between documents; no match or continuation ever crosses it.
 SEPARATOR = -1
@@ -156,6 +164,86 @@ def sample_range(left: int, count: int, max_matches: int) -> np.ndarray:
     return left + (np.arange(max_matches, dtype=np.int64) * count) // max_matches
 
 
+#: "No known bound" for :attr:`MatchState.bound`.
+UNBOUNDED = 1 << 30
+
+
+class MatchState:
+    """Longest-match state of one growing context against one datastore, kept between searches.
+
+    Pass the same instance to every :meth:`Datastore.search` (or ``RepoDatastore.search``) of one token
+    stream (one per drafter and datastore; not thread-safe). Any context that is not an extension of
+    the previous one (a rollback, a new prompt), another datastore or snapshot, or other n_min/n_max
+    resets it; results never depend on it, only the number of suffix-array probes does.
+
+    Attributes:
+        key: what the state is valid for: (datastore, snapshot version, n_min, n_max); None when reset.
+        length: length (tokens) of the last context searched.
+        tail: (t,) int64, its last t = min(length, n_max) tokens, to recognise an extension.
+        bound: its longest suffix that occurs in the datastore (at any length) is at most this many
+            tokens (:data:`UNBOUNDED` when the match reached n_max).
+        match: (n, left, count) of the last search: match length and suffix-array interval.
+        searches / incremental: searches made through the state / of them, answered from the bound.
+    """
+
+    __slots__ = ("key", "length", "tail", "bound", "match", "searches", "incremental")
+
+    def __init__(self) -> None:
+        self.searches = self.incremental = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the last context (the next search is a fresh one)."""
+        self.key = None
+        self.length = 0
+        self.tail = np.empty(0, np.int64)
+        self.bound = UNBOUNDED
+        self.match = (0, 0, 0)
+
+    def extension(self, key, context) -> int | None:
+        """Tokens appended since the last search when ``context`` extends it under the same ``key``
+        (0: the same context), else None."""
+        if key != self.key:
+            return None
+        old = self.length
+        k = len(context) - old
+        t = len(self.tail)
+        if k < 0:
+            return None
+        if t:
+            try:
+                same = np.array_equal(np.asarray(context[old - t:old], dtype=np.int64), self.tail)
+            except (TypeError, ValueError, OverflowError):
+                return None
+            if not same:
+                return None
+        return k
+
+    def upper(self, k: int, q_len: int) -> int:
+        """Longest match length worth probing after ``k`` appended tokens, for a query of ``q_len``."""
+        return q_len if self.bound >= UNBOUNDED else min(q_len, self.bound + k)
+
+    def record(self, key, context, q_len: int, n_min: int, n_max: int, match: tuple[int, int, int]) -> None:
+        """Remember a search of ``context`` (its prepared query was ``q_len`` tokens) and its result."""
+        try:
+            self.tail = np.array(context[max(len(context) - n_max, 0):], dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            self.reset()
+            return
+        n = match[0]
+        if q_len < n_min:            # too short: the suffix is cut by an unknown id or the context start
+            bound = q_len
+        elif n == 0:                 # not even n_min tokens occur
+            bound = n_min - 1
+        elif n < q_len:              # n + 1 tokens were probed and do not occur
+            bound = n
+        elif q_len < n_max:          # matched up to the cut (unknown id or context start)
+            bound = q_len
+        else:                        # matched n_max: longer ones were not probed
+            bound = UNBOUNDED
+        self.key, self.length, self.bound, self.match = key, len(context), bound, match
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -165,6 +253,9 @@ class Datastore:
     Build with :meth:`from_documents`, persist with :meth:`save` / :meth:`load`, query with
     :meth:`search`. Thread-safe for concurrent readers (nothing is mutated after construction).
     """
+
+    #: :meth:`search` takes a ``state`` (:class:`MatchState`).
+    supports_match_state = True
 
     def __init__(self, tokens_be: np.ndarray, sa: np.ndarray, vocab_size: int, num_documents: int,
                  tokenizer_fingerprint: str = "") -> None:
@@ -275,20 +366,26 @@ class Datastore:
         """(k,) int64 in-vocabulary ids -> the big-endian byte pattern (k * w bytes)."""
         return (q + 1).astype(self._tokens.dtype).tobytes()
 
-    def find(self, pattern: bytes) -> tuple[int, int]:
+    def find(self, pattern: bytes, within: tuple[int, int] | None = None) -> tuple[int, int]:
         """Suffix-array range ``(left, count)`` of an encoded pattern (see :meth:`encode_query`).
 
-        ``count`` occurrences sit at ``sa[left:left+count]``; (0, 0) when absent.
+        ``count`` occurrences sit at ``sa[left:left+count]``; (0, 0) when absent. ``within``: a
+        suffix-array range ``(left, count)`` known to contain the answer (that of a prefix of the
+        pattern): only it is searched (O(len * log count) compares instead of O(len * log N)).
         """
         if self._n == 0 or not pattern:
             return 0, 0
+        base, size = (0, self._sa.size) if within is None else within
+        if size <= 0:
+            return 0, 0
         if self._use_c:
             left = self._c_idx()
+            sa_ptr = self._sa_ptr if not base else ctypes.c_void_p(self._sa_ptr.value + base * self._sa.itemsize)
             cnt = self._c_search(self._t_ptr, self._t_size, pattern, self._c_idx(len(pattern)),
-                                 self._sa_ptr, self._sa_size, ctypes.byref(left))
-            if cnt < 0:  # pragma: no cover - libdivsufsort argument error
+                                 sa_ptr, self._c_idx(size), ctypes.byref(left))
+            if cnt <= 0:  # absent, or a libdivsufsort argument error
                 return 0, 0
-            return int(left.value), int(cnt)
+            return base + int(left.value), int(cnt)
         return self._find_numpy(pattern)
 
     def _find_numpy(self, pattern: bytes) -> tuple[int, int]:
@@ -332,15 +429,29 @@ class Datastore:
         vals[dead] = SEPARATOR
         return vals
 
-    def longest_match(self, q: np.ndarray, n_min: int) -> tuple[int, int, int]:
-        """Binary search for the longest n in [n_min, len(q)] with ``q[-n:]`` occurring.
+    def longest_match(self, q: np.ndarray, n_min: int, hi: int | None = None,
+                      within: tuple[int, int] | None = None) -> tuple[int, int, int]:
+        """Binary search for the longest n in [n_min, hi] with ``q[-n:]`` occurring (hi defaults to
+        ``len(q)``).
 
-        Returns (n, left, count) with n = 0 when even ``q[-n_min:]`` is absent.
+        ``hi`` given (an upper bound known from an earlier search, see :class:`MatchState`): that length
+        is probed first, inside the suffix-array range ``within`` when given (the range of a prefix of
+        ``q[-hi:]``), and the binary search runs below it only when it is absent. Returns (n, left, count)
+        with n = 0 when even ``q[-n_min:]`` is absent (or hi < n_min).
         """
         pattern = self.encode_query(q)
         w = self._width
+        lo = max(n_min, 1)
+        if hi is None:
+            hi = len(q)
+        else:
+            hi = min(hi, len(q))
+            if hi >= lo:
+                left, cnt = self.find(pattern[len(pattern) - hi * w:], within)
+                if cnt:
+                    return hi, left, cnt
+                hi -= 1
         best = (0, 0, 0)
-        lo, hi = max(n_min, 1), len(q)
         while lo <= hi:
             mid = (lo + hi) // 2
             left, cnt = self.find(pattern[len(pattern) - mid * w:])
@@ -354,7 +465,7 @@ class Datastore:
     # ---------------------------------------------------------------- public search
 
     def search(self, context, n_max: int = 16, n_min: int = 2, draft_len: int = 16,
-               max_matches: int = 128) -> Retrieval:
+               max_matches: int = 128, state: MatchState | None = None) -> Retrieval:
         """REST Alg. 1: continuations of the longest suffix of ``context`` found in the datastore.
 
         Args:
@@ -363,6 +474,9 @@ class Datastore:
             draft_len: tokens per continuation.
             max_matches: cap on occurrences read; above it ``max_matches`` suffix-array entries evenly
                 spaced over the match range are read (deterministic, representative counts).
+            state: a :class:`MatchState` kept across the searches of one growing context: when
+                ``context`` extends the last one, the match is found from the last one's (usually one
+                probe) instead of a binary search. The result is the same with or without it.
         Returns:
             :class:`Retrieval`; empty (match_length 0) for contexts shorter than ``n_min``, an empty
             datastore, out-of-vocabulary ids at the end of the context, or no match. Never raises for
@@ -371,10 +485,27 @@ class Datastore:
         draft_len = int(draft_len)
         if self._n == 0 or n_max < n_min or max_matches <= 0:
             return Retrieval.empty(draft_len)
-        q = prepare_context(context, int(n_max), self._vocab_size)
-        if len(q) < max(int(n_min), 1):
-            return Retrieval.empty(draft_len)
-        n, left, cnt = self.longest_match(q, int(n_min))
+        n_max, n_min = int(n_max), max(int(n_min), 1)
+        q = prepare_context(context, n_max, self._vocab_size)
+        if state is None:
+            if len(q) < n_min:
+                return Retrieval.empty(draft_len)
+            n, left, cnt = self.longest_match(q, n_min)
+        else:
+            key = (self, 0, n_min, n_max)
+            k = state.extension(key, context)
+            state.searches += 1
+            if len(q) < n_min:
+                n = left = cnt = 0
+            elif k is None:
+                n, left, cnt = self.longest_match(q, n_min)
+            else:
+                state.incremental += 1
+                hi = state.upper(k, len(q))
+                n0, left0, cnt0 = state.match
+                within = (left0, cnt0) if n0 and k and hi == n0 + k else None
+                n, left, cnt = self.longest_match(q, n_min, hi, within)
+            state.record(key, context, len(q), n_min, n_max, (n, left, cnt))
         if n == 0:
             return Retrieval.empty(draft_len)
         idx = sample_range(left, cnt, int(max_matches))

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .datastore import MatchState
 from .draft_tree import (SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates,
                          DraftTree, build_draft_tree)
 
@@ -53,11 +54,12 @@ class RetrievalOptions:
 
 
 def _retrieval_candidates(datastore, context: np.ndarray, opts: RetrievalOptions, weight: float,
-                          source: int) -> Candidates | None:
+                          source: int, state: MatchState | None = None) -> Candidates | None:
     if datastore is None:
         return None
+    extra = {"state": state} if state is not None and getattr(datastore, "supports_match_state", False) else {}
     r = datastore.search(context, n_max=opts.n_max, n_min=opts.n_min, draft_len=opts.draft_len,
-                         max_matches=opts.max_matches)
+                         max_matches=opts.max_matches, **extra)
     if r.match_length == 0 or len(r.counts) == 0:
         return None
     return Candidates(r.continuations, r.counts, weight, source, int(r.match_length))
@@ -69,12 +71,13 @@ class RestDrafter:
     def __init__(self, common_datastore, options: RetrievalOptions | None = None):
         self.common = common_datastore
         self.opts = options or RetrievalOptions()
+        self.match_state = MatchState()  # the common store's match, carried from step to step
 
     def reset(self, prompt: np.ndarray) -> None:
-        pass
+        self.match_state.reset()
 
     def propose(self, context: np.ndarray) -> DraftTree:
-        cand = _retrieval_candidates(self.common, context, self.opts, 1.0, SOURCE_COMMON)
+        cand = _retrieval_candidates(self.common, context, self.opts, 1.0, SOURCE_COMMON, self.match_state)
         return build_draft_tree([cand] if cand else [], self.opts.budget, self.opts.min_prob)
 
     def observe(self, context, tree, path, accepted) -> None:
@@ -283,6 +286,8 @@ class FastCoderDrafter:
         self.token_info = token_info
         self.cache = cache if cache is not None else FastCoderCache(n_min=self.ret.n_min)
         self.context_index = ContextIndex(self.opts.copy_gamma)
+        # D_r's and D_c's matches, carried from step to step (engine.datastore.MatchState)
+        self.repo_state, self.common_state = MatchState(), MatchState()
         self.missing: set[tuple[int, ...]] = set()
         self._missing_version = None
         self.rng = random.Random(self.opts.seed)
@@ -292,6 +297,8 @@ class FastCoderDrafter:
 
     def reset(self, prompt: np.ndarray) -> None:
         self.context_index.reset(prompt)
+        self.repo_state.reset()
+        self.common_state.reset()
         self._prompt_len = self._chunk_from = len(prompt)
 
     def _retrieve(self, context: np.ndarray) -> list[Candidates]:
@@ -309,8 +316,10 @@ class FastCoderDrafter:
                     and self.rng.random() >= opts.skip_probability:
                 self.skipped += 1
                 return []
-        found = [c for c in (_retrieval_candidates(self.repo, context, ret, opts.alpha, SOURCE_REPO),
-                             _retrieval_candidates(self.common, context, ret, opts.beta, SOURCE_COMMON))
+        found = [c for c in (_retrieval_candidates(self.repo, context, ret, opts.alpha, SOURCE_REPO,
+                                                   self.repo_state),
+                             _retrieval_candidates(self.common, context, ret, opts.beta, SOURCE_COMMON,
+                                                   self.common_state))
                  if c is not None]
         if not found and opts.use_strategy and (self.repo is not None or self.common is not None):
             self.missing.add(key)

@@ -36,8 +36,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 import pathspec
 
-from .datastore import (SEPARATOR, Datastore, DatastoreError, Retrieval, count_rows, prepare_context,
-                        sample_range)
+from .datastore import (SEPARATOR, Datastore, DatastoreError, MatchState, Retrieval, count_rows,
+                        prepare_context, sample_range)
 
 __all__ = ["SOURCE_EXTENSIONS", "SKIP_DIRS", "RepoDatastore", "SourceFilter", "ChunkEncoder",
            "read_source_text", "iter_source_files", "tokenize_texts", "split_chunks"]
@@ -329,6 +329,8 @@ class RepoDatastore:
     query with :meth:`search` (any reader thread, lock-free: it reads one immutable snapshot).
     """
 
+    #: :meth:`search` takes a ``state`` (:class:`~engine.datastore.MatchState`).
+    supports_match_state = True
     #: Overlay size (tokens) above which the next change merges everything into a new base.
     merge_overlay_tokens = 196_608
     #: Tombstone size (tokens) above which the next change merges everything into a new base.
@@ -580,22 +582,38 @@ class RepoDatastore:
     # ------------------------------------------------------------------ search
 
     def search(self, context, n_max: int = 16, n_min: int = 2, draft_len: int = 16,
-               max_matches: int = 128) -> Retrieval:
+               max_matches: int = 128, state: MatchState | None = None) -> Retrieval:
         """Same contract as :meth:`engine.datastore.Datastore.search`, over the live documents.
 
         With pending edits, sampling (``total > max_matches``) splits the cap between base and
         overlay in proportion to their live occurrences, so counts are approximate there.
+        ``state``: a :class:`~engine.datastore.MatchState` kept across the searches of one growing
+        context (reset by itself when the indexed content changes); same results, fewer probes.
         """
         s = self._snap
         draft_len = int(draft_len)
         if s.overlay is None and s.tomb is None:
-            return s.base.search(context, n_max, n_min, draft_len, max_matches)
+            return s.base.search(context, n_max, n_min, draft_len, max_matches, state)
         if n_max < n_min or max_matches <= 0:
             return Retrieval.empty(draft_len)
-        q = prepare_context(context, int(n_max), self._vocab_size)
-        if len(q) < max(int(n_min), 1):
-            return Retrieval.empty(draft_len)
-        n, hit = _longest_live_match(s, q, int(n_min))
+        n_max, n_min = int(n_max), max(int(n_min), 1)
+        q = prepare_context(context, n_max, self._vocab_size)
+        if state is None:
+            if len(q) < n_min:
+                return Retrieval.empty(draft_len)
+            n, hit = _longest_live_match(s, q, n_min)
+        else:
+            key = (self, s.version, n_min, n_max)
+            k = state.extension(key, context)
+            state.searches += 1
+            if len(q) < n_min:
+                n, hit = 0, None
+            elif k is None:
+                n, hit = _longest_live_match(s, q, n_min)
+            else:
+                state.incremental += 1
+                n, hit = _longest_live_match(s, q, n_min, state.upper(k, len(q)))
+            state.record(key, context, len(q), n_min, n_max, (n, 0, 0))
         if n == 0:
             return Retrieval.empty(draft_len)
         (b_left, b_cnt), b_live, (o_left, o_cnt) = hit
@@ -622,25 +640,41 @@ class RepoDatastore:
         return Retrieval(n, conts, counts, int(total))
 
 
-def _longest_live_match(s: _Snapshot, q: np.ndarray, n_min: int):
-    """Binary search for the longest n whose suffix has a live occurrence in base or overlay.
+def _longest_live_match(s: _Snapshot, q: np.ndarray, n_min: int, hi: int | None = None):
+    """Binary search for the longest n in [n_min, hi] whose suffix has a live occurrence in base or
+    overlay (hi defaults to ``len(q)``; when given, an upper bound from a :class:`MatchState`, it is
+    probed first and the binary search runs below it only on a miss).
 
     Returns (n, ((base_left, base_count), base_live, (overlay_left, overlay_count))), n = 0 if none.
     """
     pattern = s.base.encode_query(q)
     w = s.base.token_width
-    best = (0, None)
-    lo, hi = max(n_min, 1), len(q)
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        p = pattern[len(pattern) - mid * w:]
+
+    def probe(m: int):
+        p = pattern[len(pattern) - m * w:]
         b = s.base.find(p)
         live = b[1]
         if live and s.tomb is not None:
             live -= s.tomb.find(p)[1]
         o = s.overlay.find(p) if s.overlay is not None else (0, 0)
-        if live > 0 or o[1] > 0:
-            best = (mid, (b, live, o))
+        return (b, live, o) if live > 0 or o[1] > 0 else None
+
+    best = (0, None)
+    lo = max(n_min, 1)
+    if hi is None:
+        hi = len(q)
+    else:
+        hi = min(hi, len(q))
+        if hi >= lo:
+            hit = probe(hi)
+            if hit is not None:
+                return hi, hit
+            hi -= 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        hit = probe(mid)
+        if hit is not None:
+            best = (mid, hit)
             lo = mid + 1
         else:
             hi = mid - 1

@@ -1,0 +1,151 @@
+"""Drafting cost per decode step, measured without the model: an oracle replay of a benchmark run.
+
+A greedy generation is deterministic, so the drafter sees exactly the contexts it saw in the real
+run when every tree is "verified" against the reference output (``ar``'s greedy tokens): the accepted path is the longest tree path that spells the next
+reference tokens, plus the next token as the bonus. This times (in CPU time of the thread, which
+other processes on a shared machine barely disturb) only what the decoder counts as
+``retrieval_ms`` (``drafter.propose`` + ``drafter.observe``), step by step, without forward passes
+and their noise; it also counts ``Datastore.find`` calls (one suffix-array search each).
+
+Usage (from the repository root)::
+
+    PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 python benchmarks/measure_drafting.py \\
+        --repo .venv/lib/python3.11/site-packages/pluggy --tasks 6 --repeats 3 [--profile out.prof]
+
+The tasks are the bench's (``function`` kind, same seed and prompt budget); the reference output is
+``ar``'s greedy one, generated first; the drafter is the bench's ``fastcoder`` (cost-sized trees).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def replay(drafter, estimator, prompt_ids, reference, counter) -> dict:
+    """Run the drafter loop against ``reference`` (list of int). Returns per-step times (ms),
+    accepted lengths and find calls."""
+    context = np.empty(len(prompt_ids) + len(reference) + 128, dtype=np.int64)
+    context[:len(prompt_ids)] = prompt_ids
+    n_ctx = len(prompt_ids)
+    drafter.reset(context[:n_ctx])
+    out = 0
+    # the decoder's loop: the first reference token is the pending one after prefill
+    context[n_ctx] = reference[0]
+    n_ctx += 1
+    out = 1
+    times, accepted, finds = [], [], []
+    while out < len(reference):
+        ctx = context[:n_ctx]
+        f0 = counter[0]
+        t = time.thread_time()
+        tree = drafter.propose(ctx)
+        dt = time.thread_time() - t
+        target = reference[out:]
+        matched = tree.longest_match(target)
+        # path: node indices of the matched prefix
+        path, node = [], -1
+        for tok in target[:matched]:
+            node = tree.children[(node, int(tok))]
+            path.append(node)
+        if estimator is not None and tree.keys is not None:
+            estimator.update(tree.keys, tree.parents[:tree.n_draft], path)
+        committed = [int(x) for x in target[:matched + 1]]
+        t = time.thread_time()
+        drafter.observe(ctx, tree, path, committed)
+        dt += time.thread_time() - t
+        finds.append(counter[0] - f0)
+        times.append(dt * 1e3)
+        accepted.append(len(committed))
+        for tok in committed:
+            context[n_ctx] = tok
+            n_ctx += 1
+            out += 1
+    return {"ms": times, "accepted": accepted, "finds": finds}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="/work/shared/models/tiny-py-coder")
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--common", default="stdlib")
+    ap.add_argument("--tasks", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--method", default="fastcoder")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", default=None, help="write a cProfile of the last repeat here")
+    ap.add_argument("--json", dest="json_out", default=None)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    from engine import load_model
+    from engine.bench.cli import _default_prompt_budget, _load_common
+    from engine.bench import runner
+    from engine.bench.runner import build_repo_datastore, make_decoder
+    from engine.bench.tasks import extract_tasks
+    from engine.datastore import Datastore
+
+    loaded = load_model(args.model)
+    tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed,
+                          _default_prompt_budget(loaded, args.max_new_tokens))
+    ar = make_decoder(loaded, "ar", None, None)
+    # the reference: ar's greedy tokens; the pending token after prefill is the first
+    refs = {t.task_id: list(ar.generate(list(t.prompt_ids), max_new_tokens=args.max_new_tokens).token_ids)
+            for t in tasks}
+    common = _load_common(loaded, args.common)
+    counter = [0]
+    orig_find = Datastore.find
+
+    def counting_find(self, pattern, *args, **kwargs):
+        counter[0] += 1
+        return orig_find(self, pattern, *args, **kwargs)
+
+    Datastore.find = counting_find
+    repos = {t.task_id: build_repo_datastore(Path(args.repo), loaded.tokenizer, t, ()) for t in tasks}
+    prof = None
+    results = []
+    for rep in range(args.repeats):
+        if args.profile and rep == args.repeats - 1:
+            import cProfile
+
+            prof = cProfile.Profile()
+        all_ms, all_acc, all_finds = [], [], []
+        runner._ESTIMATORS.clear()  # every repeat sees the same trees (the estimator learns online)
+        for task in tasks:
+            ref = refs.get(task.task_id)
+            if len(ref) < 2:
+                continue
+            dec = make_decoder(loaded, args.method, repos[task.task_id], common)
+            drafter = dec._make_drafter(dec.new_cache())
+            if prof:
+                prof.enable()
+            r = replay(drafter, dec.estimator, task.prompt_ids, ref, counter)
+            if prof:
+                prof.disable()
+            all_ms += r["ms"]
+            all_acc += r["accepted"]
+            all_finds += r["finds"]
+        res = {"repeat": rep, "total_ms": sum(all_ms), "steps": len(all_ms), "ms_per_step_mean": statistics.fmean(all_ms),
+               "ms_per_step_median": statistics.median(all_ms),
+               "ms_per_step_p90": float(np.percentile(all_ms, 90)),
+               "mean_accepted": statistics.fmean(all_acc), "finds_per_step": statistics.fmean(all_finds)}
+        results.append(res)
+        print(json.dumps(res), flush=True)
+    if prof:
+        prof.dump_stats(args.profile)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
