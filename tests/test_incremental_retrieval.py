@@ -223,3 +223,52 @@ def test_repo_datastore_with_pending_edits(tmp_path, tokenizer):
             want = repo.search(context, n_min=2, draft_len=6, max_matches=10_000)
             assert summary(got) == summary(want), (phase, end)
     assert state.incremental > 0
+
+
+# ------------------------------------------------------------------------------ draft trees
+# build_draft_tree merges the retrieved rows with array operations; it must build the very trees the
+# node-by-node builder built (tests/reference_draft_tree.py), ties and float sums included.
+
+
+def tree_fields(t):
+    return [None if a is None else (a.dtype.str, a.tolist())
+            for a in (t.tokens, t.parents, t.depths, t.sources, t.weights, t.keys, t.probs)]
+
+
+@st.composite
+def candidate_sets(draw):
+    from engine.draft_tree import SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates
+
+    parts = []
+    for source in draw(st.lists(st.sampled_from([SOURCE_REPO, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_CACHE]),
+                                max_size=4)):
+        width = draw(st.integers(0, 14))
+        top = draw(st.integers(1, 4))  # few token ids and counts: many ties to break
+        rows = draw(st.lists(st.lists(st.integers(-1, top), min_size=width, max_size=width), max_size=20))
+        tokens = np.asarray(rows, dtype=draw(st.sampled_from([np.int32, np.int64]))).reshape(len(rows), width)
+        counts = np.asarray(draw(st.lists(st.integers(1, draw(st.sampled_from([1, 2, 9]))), min_size=len(rows),
+                                          max_size=len(rows))), float)
+        parts.append(Candidates(tokens, counts, draw(st.sampled_from([1.0, 0.5, 3.0])), source,
+                                draw(st.integers(0, 16))))
+    return parts
+
+
+@settings(max_examples=400, deadline=None)
+@given(candidate_sets(), st.integers(0, 40), st.sampled_from([0.0, 0.2, 0.5]), st.booleans(), st.integers(0, 3))
+def test_array_tree_builder_equals_node_by_node_builder(parts, budget, min_prob, sized, seed):
+    from reference_draft_tree import reference_build_draft_tree
+
+    from engine.acceptance import AcceptanceEstimator
+    from engine.cost_model import VerifyCost
+    from engine.draft_tree import build_draft_tree
+
+    est = cost = None
+    if sized:
+        est = AcceptanceEstimator()
+        rng = np.random.default_rng(seed)  # a trained estimator: counts in some buckets
+        est.tried[:] = rng.integers(0, 5, est.tried.shape)
+        est.accepted[:] = np.minimum(est.tried, rng.integers(0, 5, est.tried.shape))
+        cost = VerifyCost([1, 2, 4, 8, 16, 32, 64], [1.05, 1.1, 1.2, 1.4, 1.8, 2.6, 4.0], 5.0, 256)
+    got = build_draft_tree(parts, budget, min_prob, est, cost)
+    want = reference_build_draft_tree(parts, budget, min_prob, est, cost)
+    assert tree_fields(got) == tree_fields(want)
