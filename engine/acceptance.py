@@ -98,6 +98,7 @@ def choose_by_cost(path_probs: np.ndarray, depths: np.ndarray, cost, budget: int
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((np.arange(n), np.asarray(depths), -np.asarray(path_probs)))[:budget]
     gain = 1.0 + np.concatenate([[0.0], np.cumsum(np.asarray(path_probs)[order])])
-    ratio = gain / cost.c(np.arange(len(order) + 1))
+    upto = getattr(cost, "upto", None)  # a cached table of c(0..n), or any object with c(n)
+    ratio = gain / (upto(len(order)) if upto is not None else cost.c(np.arange(len(order) + 1)))
     best = int(np.argmax(ratio))
     return order[:best]

@@ -51,14 +51,36 @@ class VerifyCost:
     def c(self, n: int | np.ndarray) -> np.ndarray | float:
         """c(n) for draft-tree sizes ``n`` (int or int array): 1 at n = 0, linear interpolation between
         measured sizes, linear extrapolation past the largest (never below 1)."""
-        xs = np.concatenate([[0], np.asarray(self.sizes, dtype=np.float64)])
-        ys = np.concatenate([[1.0], np.asarray(self.ratios, dtype=np.float64)])
-        ys = np.maximum.accumulate(np.maximum(ys, 1.0))  # a larger tree never costs less
+        xs, ys = self._curve()
         n_arr = np.asarray(n, dtype=np.float64)
         out = np.interp(n_arr, xs, ys)
         slope = (ys[-1] - ys[-2]) / max(xs[-1] - xs[-2], 1.0)
         out = np.where(n_arr > xs[-1], ys[-1] + slope * (n_arr - xs[-1]), out)
         return float(out) if np.ndim(out) == 0 else out
+
+    def _curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(xs, ys) of the interpolated curve, computed once per (sizes, ratios)."""
+        key = (tuple(self.sizes), tuple(self.ratios))
+        cached = self.__dict__.get("_curve_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        xs = np.concatenate([[0], np.asarray(self.sizes, dtype=np.float64)])
+        ys = np.concatenate([[1.0], np.asarray(self.ratios, dtype=np.float64)])
+        ys = np.maximum.accumulate(np.maximum(ys, 1.0))  # a larger tree never costs less
+        self.__dict__["_curve_cache"] = (key, (xs, ys))  # not a dataclass field: not in as_dict()
+        return xs, ys
+
+    def upto(self, n: int) -> np.ndarray:
+        """(n + 1,) float64 c(0), c(1), ..., c(n), the same values as ``c(np.arange(n + 1))``, from a
+        table kept per (sizes, ratios) (the draft-tree chooser asks for it every decode step)."""
+        key = (tuple(self.sizes), tuple(self.ratios))
+        cached = self.__dict__.get("_table_cache")
+        if cached is None or cached[0] != key or len(cached[1]) <= n:
+            size = max(int(n) + 1, 128)
+            table = np.asarray(self.c(np.arange(size)), dtype=np.float64).reshape(-1)
+            table.setflags(write=False)
+            self.__dict__["_table_cache"] = cached = (key, table)
+        return cached[1][:n + 1]
 
     @classmethod
     def flat(cls) -> "VerifyCost":

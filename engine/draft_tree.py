@@ -306,20 +306,16 @@ def _trie(parts: Sequence[Candidates], sized: bool):
     depth = np.empty(n, dtype=np.int64)
     depth[seq_a] = np.broadcast_to(col + 1, cells.shape)[inside]
     weight = np.bincount(seq_a, weights=np.concatenate(wts)[row_of_cell], minlength=n)
-    share = np.zeros((len(parts), n), dtype=np.float64)
-    source = np.zeros(n, dtype=np.int64)
-    match = np.zeros(n, dtype=np.int64)
-    sh_all = np.concatenate(shs)[row_of_cell]
-    bounds = np.searchsorted(row_of_cell, np.cumsum([0] + nrows))  # cells of each source
-    for pi, cand in enumerate(parts):
-        lo, hi = bounds[pi], bounds[pi + 1]
-        if lo == hi:
-            continue
-        share[pi] = np.bincount(seq_a[lo:hi], weights=sh_all[lo:hi], minlength=n)
-        present = np.zeros(n, dtype=bool)
-        present[seq_a[lo:hi]] = True
-        source[present] |= int(cand.source)
-        match[present] = np.maximum(match[present], int(cand.match_length))
+    # per source and node, one bincount over (source, node) pairs: shares and which sources reach a node
+    part_of_row = np.repeat(np.arange(len(parts)), nrows)
+    pair = part_of_row[row_of_cell] * n + seq_a
+    share = np.bincount(pair, weights=np.concatenate(shs)[row_of_cell], minlength=len(parts) * n)
+    share = share.reshape(len(parts), n)
+    present = np.bincount(pair, minlength=len(parts) * n).reshape(len(parts), n) > 0
+    bits = np.array([int(c.source) for c in parts], dtype=np.int64)[:, None]
+    source = np.bitwise_or.reduce(np.where(present, bits, 0), axis=0)
+    lengths_of = np.array([int(c.match_length) for c in parts], dtype=np.int64)[:, None]
+    match = np.max(np.where(present, lengths_of, 0), axis=0)
     return (np.asarray(parent, dtype=np.int64), np.asarray(token, dtype=np.int64), depth, weight, source,
             share, match, cells)
 
