@@ -1,16 +1,20 @@
 """Drafting cost per decode step, measured without the model: an oracle replay of a benchmark run.
 
 A greedy generation is deterministic, so the drafter sees exactly the contexts it saw in the real
-run when every tree is "verified" against the reference output (``ar``'s greedy tokens): the accepted path is the longest tree path that spells the next
-reference tokens, plus the next token as the bonus. This times (in CPU time of the thread, which
-other processes on a shared machine barely disturb) only what the decoder counts as
-``retrieval_ms`` (``drafter.propose`` + ``drafter.observe``), step by step, without forward passes
-and their noise; it also counts ``Datastore.find`` calls (one suffix-array search each).
+run when every tree is "verified" against the reference output (``ar``'s greedy tokens): the
+accepted path is the longest tree path that spells the next reference tokens, plus the next token as
+the bonus. This times only what the decoder counts as ``retrieval_ms`` (``drafter.propose`` +
+``drafter.observe``), step by step, in CPU time of the thread (which other processes on a shared
+machine disturb far less than wall time), without forward passes; it also counts ``Datastore.find``
+calls (one suffix-array search each). The caches stay warm between steps here (no forward pass
+evicts them), so a real run's wall time per step is higher (~1.5x on the 2-core dev machine).
 
 Usage (from the repository root)::
 
     PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 python benchmarks/measure_drafting.py \\
         --repo .venv/lib/python3.11/site-packages/pluggy --tasks 6 --repeats 3 [--profile out.prof]
+
+(``PYTHONPATH`` chooses the engine measured: another checkout's, for a before/after comparison.)
 
 The tasks are the bench's (``function`` kind, same seed and prompt budget); the reference output is
 ``ar``'s greedy one, generated first; the drafter is the bench's ``fastcoder`` (cost-sized trees).
