@@ -22,6 +22,7 @@ from transformers import DynamicCache
 
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
+from .kv_cache import new_kv_cache
 from .model import LoadedModel
 from .verify import SamplingParams, accept, choose_token, compact_cache, tree_forward
 
@@ -79,6 +80,9 @@ def decode_one_token(model, cache, token: int) -> torch.Tensor:
 
 #: Draft tokens per tree at most when the verify-cost model sizes trees (a cap, rarely reached on a CPU).
 MAX_DRAFT_TOKENS = 64
+#: KV positions allocated past the prompt when a generation starts (new tokens + one draft tree; the
+#: buffers of :mod:`engine.kv_cache` double when a longer generation needs more).
+KV_HEADROOM = 256 + MAX_DRAFT_TOKENS
 #: Retrieval settings when trees are sized by cost: occurrences sampled per datastore query and tokens
 #: per continuation (REST's 128 and 16 cost ~0.3 ms a step more for nodes the cost model drops).
 SIZED_MAX_MATCHES = 32
@@ -302,14 +306,14 @@ class SpeculativeDecoder:
         prompt when they share a prefix; returns ``(cache, start)`` with start <= len(ids) - 1."""
         model = self.loaded.model
         if doc is None or doc.prompt_kv is None:
-            return DynamicCache(config=model.config), 0
+            return new_kv_cache(model, len(ids) + KV_HEADROOM), 0
         kv, old = doc.prompt_kv, doc.prompt_ids
         doc.drop_prompt_kv()  # taken; given back only after a clean finish
         n = min(len(old), len(ids) - 1, kv.get_seq_length())
         same = np.asarray(old[:n]) == np.asarray(ids[:n])
         start = int(n if same.all() else np.argmin(same))
         if start < 16:
-            return DynamicCache(config=model.config), 0
+            return new_kv_cache(model, len(ids) + KV_HEADROOM), 0
         kv.crop(start - kv.get_seq_length())
         return kv, start
 

@@ -171,11 +171,17 @@ class FastCoderCache:
 
     @property
     def kv_nbytes(self) -> int:
-        """Bytes held by the prompt KV cache."""
+        """Bytes held by the prompt KV cache (a preallocated layer's whole buffers, not only the filled part)."""
         if self.prompt_kv is None:
             return 0
-        return sum(layer.keys.nelement() * layer.keys.element_size() * 2
-                   for layer in self.prompt_kv.layers if getattr(layer, "keys", None) is not None)
+        total = 0
+        for layer in self.prompt_kv.layers:
+            held = getattr(layer, "buffer_nbytes", None)
+            if held is not None:
+                total += held
+            elif getattr(layer, "keys", None) is not None:
+                total += layer.keys.nelement() * layer.keys.element_size() * 2
+        return total
 
     def drop_prompt_kv(self) -> None:
         self.prompt_ids, self.prompt_kv = [], None

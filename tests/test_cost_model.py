@@ -88,3 +88,29 @@ def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path):
     assert again.ratios == first.ratios and again.key["device"] == "cpu" and again.key["threads"] >= 1
     (next(tmp_path.iterdir())).write_text("{broken")
     assert load_or_measure_verify_cost(loaded, tmp_path).sizes  # a broken cache is measured again
+
+
+def test_a_noisy_measurement_becomes_the_closest_non_decreasing_curve():
+    from engine.cost_model import isotonic_curve
+
+    # measured under load on this machine: c(1) 1.63 > c(2) 1.48 > c(4) 1.36
+    fitted = isotonic_curve([1.63, 1.48, 1.36, 1.86, 2.14, 2.25, 3.5, 2.73, 3.36, 3.77])
+    assert fitted == pytest.approx([1.49, 1.49, 1.49, 1.86, 2.14, 2.25, 3.12, 3.12, 3.36, 3.77], abs=0.01)
+    assert all(a <= b for a, b in zip(fitted, fitted[1:]))
+    assert isotonic_curve([0.9, 1.2, 1.1]) == pytest.approx([1.0, 1.15, 1.15])  # floored at 1, pooled
+    assert isotonic_curve([1.05, 1.3, 1.9]) == [1.05, 1.3, 1.9]  # a clean curve is kept as is
+
+
+def test_one_local_model_has_one_cost_curve_however_its_path_is_spelled(tmp_path, monkeypatch):
+    from engine.cost_model import cost_key
+
+    loaded = loaded_random("llama")
+    (tmp_path / "m").mkdir()
+    monkeypatch.chdir(tmp_path)
+    keys = []
+    for spelled in ("m", "./m", str(tmp_path / "m")):
+        loaded.name = spelled
+        keys.append(cost_key(loaded))
+    assert keys[0] == keys[1] == keys[2] and keys[0]["model"] == str((tmp_path / "m").resolve())
+    loaded.name = "Qwen/Qwen2.5-Coder-1.5B"  # a hub id stays as it is
+    assert cost_key(loaded)["model"] == "Qwen/Qwen2.5-Coder-1.5B"

@@ -35,7 +35,8 @@ def measure_verify_cost(loaded, prompt_ids: Sequence[int], sizes: Sequence[int] 
         "ar_ms_median": ..., "repeats": R}`` (ms per forward, c unitless).
     """
     import torch
-    from transformers import DynamicCache
+
+    from ..kv_cache import new_kv_cache
 
     model, device, dtype = loaded.model, loaded.device, loaded.dtype
     sizes = sorted({int(n) for n in sizes if int(n) >= 1} | {1})
@@ -44,7 +45,7 @@ def measure_verify_cost(loaded, prompt_ids: Sequence[int], sizes: Sequence[int] 
     times: dict[int, list[float]] = {n: [] for n in sizes}
     rng = random.Random(0)
     with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
+        cache = new_kv_cache(model, ids.shape[1] + max(sizes) + 1)  # the decoder's cache
         model(input_ids=ids, past_key_values=cache, use_cache=True)
         past = cache.get_seq_length()
         inputs = {n: _tree_inputs(n, past, fill, device, dtype) for n in sizes}

@@ -1,0 +1,62 @@
+"""engine/kv_cache.py: the preallocated KV cache gives the same logits as transformers' DynamicCache through
+prefill, decode steps, tree verification with compaction and crops, and grows past its first capacity."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from engine.draft_tree import DraftTree
+from engine.kv_cache import PreallocatedLayer, new_kv_cache
+from engine.verify import compact_cache, tree_forward
+from tests.conftest import loaded_random
+
+
+def _tree() -> DraftTree:
+    # two branches below the pending token: [5, 6, 7] and [5, 8]
+    return DraftTree(tokens=np.array([5, 6, 7, 8]), parents=np.array([-1, 0, 1, 0]), depths=np.array([1, 2, 3, 2]),
+                     sources=np.ones(4, dtype=np.uint8), weights=np.ones(4))
+
+
+def test_same_logits_as_dynamic_cache_through_decode_verify_compact_and_crop():
+    loaded = loaded_random("llama")
+    model = loaded.model
+    torch.manual_seed(0)
+    prompt = torch.randint(0, loaded.vocab_size, (1, 40))
+    dyn, pre = DynamicCache(config=model.config), new_kv_cache(model, capacity=48)  # forces one growth
+    assert all(isinstance(layer, PreallocatedLayer) for layer in pre.layers)
+    with torch.inference_mode():
+        outs = [model(input_ids=prompt, past_key_values=c, use_cache=True).logits for c in (dyn, pre)]
+        assert torch.equal(outs[0], outs[1])
+        pending = 3
+        for step in range(6):
+            past = dyn.get_seq_length()
+            tree = _tree()
+            a = tree_forward(model, dyn, pending, tree, past)
+            b = tree_forward(model, pre, pending, tree, past)
+            assert torch.equal(a, b)
+            path = [0, 3] if step % 2 else [0, 1]  # accept a branch that needs moving, then one that does not
+            path = [0] if step == 4 else path
+            for cache in (dyn, pre):
+                compact_cache(cache, past, path, len(tree))
+            assert dyn.get_seq_length() == pre.get_seq_length() == past + 1 + len(path)
+            for layer_d, layer_p in zip(dyn.layers, pre.layers):
+                assert torch.equal(layer_d.keys, layer_p.keys) and torch.equal(layer_d.values, layer_p.values)
+            pending = int(tree.tokens[path[-1]])
+    assert pre.layers[0].capacity >= pre.get_seq_length() > 48  # grew past its first capacity
+    held = pre.layers[0].buffer_nbytes
+    assert held == pre.layers[0].capacity * pre.layers[0].keys[0, :, 0].numel() * 4 * 2
+
+
+def test_crop_to_nothing_and_reuse():
+    loaded = loaded_random("llama")
+    cache = new_kv_cache(loaded.model)
+    with torch.inference_mode():
+        loaded.model(input_ids=torch.tensor([[1, 2, 3, 4]]), past_key_values=cache, use_cache=True)
+        cache.crop(-4)
+        assert cache.get_seq_length() == 0
+        ref = DynamicCache(config=loaded.model.config)
+        a = loaded.model(input_ids=torch.tensor([[7, 8]]), past_key_values=cache, use_cache=True).logits
+        b = loaded.model(input_ids=torch.tensor([[7, 8]]), past_key_values=ref, use_cache=True).logits
+    assert torch.equal(a, b)
