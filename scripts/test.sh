@@ -14,5 +14,7 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "npm not found: the VS Code extension tests will skip" >&2
 fi
-if [ "${FASTCODER_VLLM_TESTS:-0}" = 1 ]; then scripts/setup_vllm.sh; fi  # opt-in: ~6 min, 3.5 GB; pytest -m vllm
+if [ "${FASTCODER_VLLM_TESTS:-0}" = 1 ]; then  # opt-in (CI sets it): ~6 min and 3.5 GB the first time; pytest -m vllm
+  scripts/setup_vllm.sh || echo "vLLM could not be installed: the real-vLLM test will skip" >&2
+fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
