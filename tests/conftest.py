@@ -104,3 +104,12 @@ def loaded_random(family: str, vocab_size: int = 512, seed: int = 0):
     model = random_model(family, vocab_size, seed)
     return LoadedModel(model=model, tokenizer=None, device=torch.device("cpu"), dtype=torch.float32,
                        name=f"random-{family}")
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread (two threads on a loaded 2-core machine spin and run ~20x slower); restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -160,17 +160,6 @@ def _smoke_cfg(**kw):
     return bench.BenchConfig(**base)
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread (two threads on a loaded 2-core machine spin and run ~20x slower); restored."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_smoke_all_methods_json_and_broken_decoder(tmp_path, tiny_coder, monkeypatch, one_thread):
     """Two tasks, every method, real datastores: the JSON contract holds and every method is lossless;
     then a decoder that alters one output token must make ``lossless`` false for that method only."""

@@ -21,17 +21,6 @@ needs_suffix = pytest.mark.skipif(not suffix_decoding_available(),
 
 
 @pytest.fixture
-def one_thread():
-    """One torch thread (two threads on a loaded 2-core machine spin and run ~20x slower); restored."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
 def no_arctic(monkeypatch):
     """arctic-inference made unimportable (whether or not it is installed)."""
     monkeypatch.setitem(sys.modules, "arctic_inference", None)
