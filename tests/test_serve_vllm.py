@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -102,7 +103,7 @@ def test_a_relative_local_model_reaches_vllm_as_an_absolute_path(tmp_path, monke
     # vLLM runs in its state folder: a relative model folder would be read as a hub id there
     monkeypatch.chdir(ROOT)
     rel = Path("tests")
-    assert serve_vllm.local_or_hub(str(rel)) == str((ROOT / rel).resolve())
+    assert serve_vllm.local_or_hub(str(rel)) == os.path.abspath(rel)
     assert serve_vllm.local_or_hub("Qwen/Qwen2.5-Coder-1.5B") == "Qwen/Qwen2.5-Coder-1.5B"
     captured = {}
 
@@ -114,5 +115,8 @@ def test_a_relative_local_model_reaches_vllm_as_an_absolute_path(tmp_path, monke
     monkeypatch.setattr(serve_vllm.subprocess, "Popen", _Popen)
     config = ProposerConfig(tokenizer=str(rel))
     serve_vllm.start_server(str(rel), 8123, speculation="fastcoder", config=config, state_dir=tmp_path / "s")
-    assert captured["cmd"][2] == str((ROOT / rel).resolve())
-    assert ProposerConfig.load(tmp_path / "s" / "proposer.json").tokenizer == str((ROOT / rel).resolve())
+    assert captured["cmd"][2] == os.path.abspath(rel)
+    assert ProposerConfig.load(tmp_path / "s" / "proposer.json").tokenizer == os.path.abspath(rel)
+    # a symlinked folder keeps its spelling: vLLM serves the model under the name clients were given
+    (tmp_path / "link").symlink_to(ROOT / "tests")
+    assert serve_vllm.local_or_hub(str(tmp_path / "link")) == str(tmp_path / "link")

@@ -183,9 +183,10 @@ def speculative_config(speculation: str, k: int) -> dict | None:
 
 def local_or_hub(model: str) -> str:
     """An existing local folder as an absolute path (vLLM runs in its state folder, where a relative path
-    would be read as a hub id); anything else (a hub id) unchanged."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.exists() else model
+    would be read as a hub id); anything else (a hub id) unchanged. Symlinks are kept as spelled: vLLM
+    serves the model under this name, and clients send the name they were given."""
+    path = os.path.expanduser(model)
+    return os.path.abspath(path) if os.path.exists(path) else model
 
 
 def vllm_command(exe: Path, model: str, host: str, port: int, speculation: str, k: int, max_model_len: int,
