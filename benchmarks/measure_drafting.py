@@ -31,6 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+#: ../shared/models/tiny-py-coder beside the clone (the project's dev model).
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
+
 
 def replay(drafter, estimator, prompt_ids, reference, counter) -> dict:
     """Run the drafter loop against ``reference`` (list of int). Returns per-step times (ms),
@@ -76,7 +79,7 @@ def replay(drafter, estimator, prompt_ids, reference, counter) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="/work/shared/models/tiny-py-coder")
+    ap.add_argument("--model", default=str(DEFAULT_MODEL))
     ap.add_argument("--repo", required=True)
     ap.add_argument("--common", default="stdlib")
     ap.add_argument("--tasks", type=int, default=6)

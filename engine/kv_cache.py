@@ -99,11 +99,19 @@ class PreallocatedLayer(DynamicLayer):
         self._len = 0
         super().reset()
 
-    def batch_repeat_interleave(self, repeats: int) -> None:  # pragma: no cover - not used by the decoder
-        raise NotImplementedError("PreallocatedLayer holds batch 1 decoding state")
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        """Repeat every batch row ``repeats`` times (as DynamicLayer), on the buffers so the views stay theirs."""
+        if self._kbuf is not None:
+            self._kbuf = self._kbuf.repeat_interleave(repeats, dim=0)
+            self._vbuf = self._vbuf.repeat_interleave(repeats, dim=0)
+            self._views()
 
-    def batch_select_indices(self, indices: torch.Tensor) -> None:  # pragma: no cover - not used by the decoder
-        raise NotImplementedError("PreallocatedLayer holds batch 1 decoding state")
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the batch rows ``indices`` (as DynamicLayer), on the buffers so the views stay theirs."""
+        if self._kbuf is not None:
+            self._kbuf = self._kbuf[indices, ...]
+            self._vbuf = self._vbuf[indices, ...]
+            self._views()
 
 
 def new_kv_cache(model, capacity: int = 0) -> DynamicCache:

@@ -60,3 +60,18 @@ def test_crop_to_nothing_and_reuse():
         a = loaded.model(input_ids=torch.tensor([[7, 8]]), past_key_values=cache, use_cache=True).logits
         b = loaded.model(input_ids=torch.tensor([[7, 8]]), past_key_values=ref, use_cache=True).logits
     assert torch.equal(a, b)
+
+
+def test_batch_operations_act_on_the_buffers():
+    loaded = loaded_random("llama")
+    cache, ref = new_kv_cache(loaded.model), DynamicCache(config=loaded.model.config)
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with torch.inference_mode():
+        for c in (cache, ref):
+            loaded.model(input_ids=ids, past_key_values=c, use_cache=True)
+            c.layers[0].batch_repeat_interleave(2)
+            c.layers[0].batch_select_indices(torch.tensor([3, 0]))
+        mine, theirs = cache.layers[0], ref.layers[0]
+        assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+        mine.update(theirs.keys[..., :1, :], theirs.values[..., :1, :])  # later writes go to the selected rows
+    assert mine.get_seq_length() == 4 and torch.equal(mine.keys[..., :3, :], theirs.keys)

@@ -36,37 +36,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_neovim import SOURCE
+
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN_DIR = REPO / "editors" / "neovim"
 INSTALL = PLUGIN_DIR / "install_nvim012.sh"
 MODEL = Path(os.environ.get("FASTCODER_TEST_MODEL", REPO.parent / "shared" / "models" / "tiny-py-coder"))
-if not MODEL.is_dir():
-    MODEL = Path("/work/shared/models/tiny-py-coder")
 NVIM012_DEFAULT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fastcoder-test" / "nvim012" / "bin" / "nvim"
 COLS, ROWS = 100, 28
 INLINE = "textDocument/inlineCompletion"
 
-SOURCE = '''import os
-
-
-def list_python_files(root):
-    """Return the paths of the .py files below root."""
-    result = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames:
-            if name.endswith(".py"):
-                result.append(os.path.join(dirpath, name))
-    return result
-
-
-def count_lines(path):
-    with open(path) as f:
-        return len(f.readlines())
-
-
-def main():
-    for path in list_python_files(".
-'''
+# SOURCE: the same file as the Neovim 0.7.2 test (tests/test_neovim.py)
 SETTINGS = {"method": "fastcoder", "maxNewTokens": 24, "stopAt": "line", "commonDatastore": "none",
             "repoIndex": True, "device": "cpu", "temperature": 0}
 LATENCY_TEXT = "n = len(result) + count_lines(path)"  # typed one key at a time in step 4
