@@ -1,0 +1,166 @@
+"""Copies from the context chosen as SuffixDecoding chooses them: FastCoder's context-copy source.
+
+SuffixDecoding (Oliaro et al., NeurIPS 2025, section 3; arctic-inference's ``SuffixTree::speculate``)
+keeps a suffix tree over each request's prompt and output. Every step it tries each length m of the
+context's suffix that occurred before; for each it follows the most frequent continuation of that
+suffix, multiplying the branch frequencies (the estimated probability of each token), stopping below
+``min_prob`` and after ``factor * m`` tokens; it keeps the draft whose summed probabilities (expected
+accepted tokens) is highest, the longest match on ties. CopySpec's fixed gamma-gram copy ignores how
+far an occurrence agrees with the context and how often its continuation recurs; measured in an
+oracle replay of the benchmark (pygls, 10 function tasks) this choice gives FastCoder 3.99 accepted
+tokens per forward instead of 3.67 with 4-recent 3-gram copies.
+
+:class:`SuffixMatchIndex` gives the same draft from a hash map instead of a suffix tree:
+
+- every token of the growing sequence maps to the positions its continuation starts at (appending a
+  token is one dict insert);
+- a query takes the most recent ``max_candidates`` earlier occurrences of the last token and measures
+  in one (K, max_depth) comparison how far each agrees with the context backwards: the occurrences of
+  the last m tokens are those that agree for >= m tokens;
+- match lengths are tried longest first; a length whose draft cannot beat the best score so far
+  (at most ``min(factor * m, max_depth - m)`` tokens at probability <= 1) is not evaluated, so a step
+  usually evaluates a few lengths.
+
+Frequencies are counted over the ``max_candidates`` most recent occurrences (SuffixDecoding counts all
+of them); the replay measured no difference between 32 and 4,096.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .draft_tree import SOURCE_CONTEXT, Candidates
+
+
+class SuffixMatchIndex:
+    """Earlier occurrences of the context's suffixes in a growing token sequence (prompt + output).
+
+    Args:
+        max_depth: longest suffix compared and bound on match + draft (tokens; SuffixDecoding's
+            ``max_tree_depth``, 24).
+        max_candidates: most recent occurrences of the last token compared per query.
+        factor: a draft after a match of m tokens holds at most ``factor * m`` tokens
+            (``max_spec_factor``, 1.0).
+        min_prob: a draft stops where its estimated probability falls below this
+            (``min_token_prob``, 0.1).
+        max_tokens: draft tokens at most.
+    Raises:
+        ValueError: ``max_depth < 2``, ``max_candidates < 1``, ``factor < 0`` or ``min_prob``
+            outside [0, 1].
+    """
+
+    def __init__(self, max_depth: int = 24, max_candidates: int = 32, factor: float = 1.0,
+                 min_prob: float = 0.1, max_tokens: int = 16):
+        if max_depth < 2 or max_candidates < 1 or factor < 0 or not 0.0 <= min_prob <= 1.0:
+            raise ValueError(f"invalid SuffixMatchIndex settings: max_depth={max_depth}, "
+                             f"max_candidates={max_candidates}, factor={factor}, min_prob={min_prob}")
+        self.max_depth, self.max_candidates = int(max_depth), int(max_candidates)
+        self.factor, self.min_prob, self.max_tokens = float(factor), float(min_prob), int(max_tokens)
+        self._list: list[int] = []
+        self._positions: dict[int, list[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._list)
+
+    @property
+    def _len(self) -> int:
+        return len(self._list)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """(T,) int64 copy of the indexed sequence."""
+        return np.asarray(self._list, dtype=np.int64)
+
+    def reset(self, tokens) -> None:
+        """Index ``tokens`` ((T,) ints) from scratch."""
+        self._positions = {}
+        self._list = []
+        self.extend_to(tokens)
+
+    def extend_to(self, context) -> None:
+        """Index ``context`` ((T,) ints), which extends the sequence seen so far; a context that does
+        not (a rollback, another sequence) is indexed from scratch."""
+        toks = self._list
+        n, old = len(context), len(toks)
+        if n < old or (old and int(context[old - 1]) != toks[old - 1]):
+            self.reset(context)
+            return
+        if n == old:
+            return
+        toks.extend(np.asarray(context[old:n]).tolist())
+        positions = self._positions
+        for start in range(max(old, 1), n):  # token at start - 1 -> continuation at start
+            found = positions.get(toks[start - 1])
+            if found is None:
+                positions[toks[start - 1]] = [start]
+            else:
+                found.append(start)
+
+    def draft(self) -> tuple[list[int], list[float], int]:
+        """The SuffixDecoding draft for the end of the sequence: (tokens, estimated probability of
+        reaching each, match length m in tokens); ([], [], 0) when no earlier occurrence agrees."""
+        toks, n = self._list, self._len
+        if n < 2:
+            return [], [], 0
+        found = self._positions.get(toks[-1])
+        if not found:  # (the last token itself is indexed only once a token follows it)
+            return [], [], 0
+        depth = self.max_depth
+        by_length: dict[int, list[int]] = {}  # match length -> continuation starts, most recent first
+        for s in found[:-self.max_candidates - 1:-1]:
+            m = 1
+            while m < depth and m < s and toks[s - 1 - m] == toks[n - 1 - m]:
+                m += 1
+            by_length.setdefault(m, []).append(s)
+        best: tuple[list[int], list[float], int] = ([], [], 0)
+        best_score = 0.0
+        rows: list[list[int]] = []
+        for m in range(max(by_length), 0, -1):  # a shorter match may allow a longer draft (depth - m)
+            rows += [toks[s:s + depth] for s in by_length.get(m, ())]  # occurrences of the last m tokens
+            cap = min(int(self.factor * m + 1e-6), depth - m, self.max_tokens)
+            if cap <= best_score:  # a draft holds at most cap tokens at probability <= 1
+                continue
+            draft, probs, score = _frequency_chain(rows, cap, self.min_prob)
+            if draft and score > best_score:
+                best, best_score = (draft, probs, m), score
+        return best
+
+    def candidates(self, source: int = SOURCE_CONTEXT) -> Candidates | None:
+        """:meth:`draft` as one continuation for the draft tree (count 1, its match length), or None."""
+        toks, _, m = self.draft()
+        if not toks:
+            return None
+        return Candidates(np.asarray([toks], dtype=np.int64), np.ones(1), 1.0, source, m)
+
+
+def _frequency_chain(rows: list[list[int]], cap: int, min_prob: float) -> tuple[list[int], list[float], float]:
+    """Follow the most frequent next token of ``rows`` (continuations of one match, of any length) while
+    the running product of branch frequencies stays >= ``min_prob``, at most ``cap`` tokens. A row that
+    ends still counts in the denominator, as a suffix ending at a suffix-tree node counts in its
+    count. Returns (tokens, probability of reaching each, their sum). Ties go to the earliest row."""
+    active = rows
+    out: list[int] = []
+    probs: list[float] = []
+    prob, score = 1.0, 0.0
+    for d in range(cap):
+        if len(active) == 1:  # one occurrence left: the rest of it at the same probability
+            rest = active[0][d:cap]
+            out += rest
+            probs += [prob] * len(rest)
+            score += prob * len(rest)
+            break
+        counts: dict[int, int] = {}
+        for r in active:
+            if d < len(r):
+                counts[r[d]] = counts.get(r[d], 0) + 1
+        if not counts:
+            break
+        tok = max(counts, key=counts.__getitem__)
+        prob *= counts[tok] / len(active)
+        if prob < min_prob:
+            break
+        out.append(tok)
+        probs.append(prob)
+        score += prob
+        active = [r for r in active if d < len(r) and r[d] == tok]
+    return out, probs, score

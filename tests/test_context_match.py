@@ -1,0 +1,146 @@
+"""FastCoder's context copy (engine.context_match): SuffixDecoding's draft choice, from a hash map.
+
+The reference below is SuffixDecoding's rule written the slow way (arctic-inference's
+``SuffixTree::speculate``: for every match length m, count every earlier occurrence of the last m
+tokens, follow the most frequent next token while the frequency product stays >= min_prob, at most
+min(factor * m, max_depth - m) tokens; keep the draft with the highest summed probability, the longest
+match on ties). The index must give the same draft on random sequences with many repeats, as tokens
+are appended one by one and in chunks, and after a rollback.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.context_match import SuffixMatchIndex
+from engine.draft_tree import SOURCE_CONTEXT
+from engine.drafters import FastCoderDrafter, FastCoderOptions
+
+
+def reference_draft(seq: list[int], max_depth: int = 24, factor: float = 1.0, min_prob: float = 0.1,
+                    max_tokens: int = 16, max_candidates: int = 10**9):
+    """SuffixDecoding's draft by brute force over ``seq`` (see the module docstring)."""
+    n = len(seq)
+    # earlier occurrences of the last token (continuation start s: seq[s-1] == seq[-1], s < n), most recent first
+    starts = [s for s in range(n - 1, 0, -1) if seq[s - 1] == seq[n - 1]][:max_candidates]
+    best, best_score = ([], [], 0), 0.0
+    for m in range(max_depth, 0, -1):
+        occ = [s for s in starts if s >= m and seq[s - m:s] == seq[n - m:]]
+        if not occ:
+            continue
+        cap = min(int(factor * m + 1e-6), max_depth - m, max_tokens)
+        rows = [seq[s:s + max_depth - m] for s in sorted(occ, key=lambda s: -agree(seq, s, max_depth))]
+        toks, probs = [], []
+        for d in range(cap):  # the most frequent extension of the chosen prefix, over all rows
+            below = [r for r in rows if r[:d] == toks]
+            nxt = Counter(r[d] for r in below if len(r) > d)
+            if not nxt:
+                break
+            tok, count = nxt.most_common(1)[0]
+            p = (probs[-1] if probs else 1.0) * count / len(below)
+            if p < min_prob:
+                break
+            toks.append(tok)
+            probs.append(p)
+        score = sum(probs)
+        if toks and score > best_score + 1e-12:
+            best, best_score = (toks, probs, m), score
+    return best
+
+
+def agree(seq: list[int], s: int, max_depth: int) -> int:
+    """How many tokens before continuation start ``s`` agree with the end of ``seq`` (<= max_depth)."""
+    n, m = len(seq), 1
+    while m < max_depth and m < s and seq[s - 1 - m] == seq[n - 1 - m]:
+        m += 1
+    return m
+
+
+def canonical(draft):
+    toks, probs, m = draft
+    return list(toks), [round(p, 9) for p in probs], m
+
+
+sequences = st.lists(st.integers(0, 5), min_size=1, max_size=120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sequences, st.sampled_from([(24, 1.0, 0.1), (8, 2.0, 0.0), (12, 0.5, 0.3)]))
+def test_draft_equals_suffix_decoding_rule_by_brute_force(seq, setting):
+    max_depth, factor, min_prob = setting
+    idx = SuffixMatchIndex(max_depth, max_candidates=10**6, factor=factor, min_prob=min_prob)
+    idx.reset(np.asarray(seq))
+    got = idx.draft()
+    assert canonical(got) == canonical(reference_draft(seq, max_depth, factor, min_prob))
+    if got[0]:
+        assert seq_continues(seq, got)
+
+
+def seq_continues(seq, draft) -> bool:
+    """The draft's tokens follow some earlier occurrence of the last m tokens."""
+    toks, _, m = draft
+    n = len(seq)
+    return any(seq[s - m:s] == seq[n - m:] and seq[s:s + 1] == toks[:1] for s in range(m, n))
+
+
+@settings(max_examples=100, deadline=None)
+@given(sequences, st.lists(st.integers(1, 7), min_size=1, max_size=20), st.integers(0, 30))
+def test_incremental_appends_and_rollback_equal_a_fresh_index(seq, chunks, rollback):
+    idx = SuffixMatchIndex()
+    end = 0
+    for size in chunks:
+        end = min(len(seq), end + size)
+        idx.extend_to(np.asarray(seq[:end]))
+        fresh = SuffixMatchIndex()
+        fresh.reset(np.asarray(seq[:end]))
+        assert idx.draft() == fresh.draft()
+    back = max(0, end - rollback)  # a rollback (another document, a shorter context) re-indexes
+    other = seq[:back] + [99]
+    idx.extend_to(np.asarray(other))
+    fresh = SuffixMatchIndex()
+    fresh.reset(np.asarray(other))
+    assert idx.draft() == fresh.draft() and idx.tokens.tolist() == other
+
+
+def test_longest_agreeing_repeat_is_copied_and_bounded_by_match_length():
+    idx = SuffixMatchIndex()
+    # "1 2 3" occurred before, followed by "4 5 9"; a shorter match "2 3" was also followed by 4
+    idx.reset(np.array([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 1, 2, 3]))
+    toks, probs, m = idx.draft()
+    assert (toks, m) == ([4, 5, 9], 3) and probs == [1.0, 1.0, 1.0]
+    cand = idx.candidates()
+    assert cand.source == SOURCE_CONTEXT and cand.match_length == 3 and cand.tokens.tolist() == [[4, 5, 9]]
+
+
+def test_frequencies_split_the_probability_and_min_prob_stops_the_draft():
+    # after "7" came 8 three times and 9 once: p(8) = 3/4; then each 8 was followed by a different token
+    seq = [7, 8, 1, 7, 8, 2, 7, 8, 3, 7, 9, 4, 7]
+    idx = SuffixMatchIndex(factor=4.0, min_prob=0.3)  # the cap (4 tokens) does not end the draft: min_prob does
+    idx.reset(np.asarray(seq))
+    toks, probs, m = idx.draft()
+    assert m == 1 and toks == [8] and probs == [0.75]
+
+
+def test_no_earlier_occurrence_gives_no_draft_and_bad_settings_raise():
+    idx = SuffixMatchIndex()
+    idx.reset(np.array([1, 2, 3]))
+    assert idx.draft() == ([], [], 0) and idx.candidates() is None
+    idx.reset(np.array([], dtype=np.int64))
+    assert idx.draft() == ([], [], 0)
+    for bad in ({"max_depth": 1}, {"max_candidates": 0}, {"factor": -1.0}, {"min_prob": 1.5}):
+        with pytest.raises(ValueError):
+            SuffixMatchIndex(**bad)
+
+
+def test_fastcoder_drafts_the_context_copy_when_nothing_is_retrieved():
+    d = FastCoderDrafter(None, None, None, options=FastCoderOptions(use_cache=False))
+    prompt = np.array([5, 6, 7, 8, 9, 1, 5, 6, 7])
+    d.reset(prompt)
+    tree = d.propose(prompt)
+    assert tree.longest_match([8, 9, 1]) == 3
+    assert all(int(s) & SOURCE_CONTEXT for s in tree.sources)
