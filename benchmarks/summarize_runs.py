@@ -1,0 +1,68 @@
+"""One table from several ``fastcoder bench --json`` files: the README's benchmark table.
+
+Usage (from the repository root)::
+
+    python benchmarks/summarize_runs.py benchmarks/results/2026-11-23b/*.json [--flagship fastcoder]
+
+One row per file (task kind, repository): tokens generated, every method's speedup over ``ar``, the
+flagship's and its strongest rival's accepted length and draft tokens per step, the flagship's
+drafting share of decode time, its speed relative to the best other method, and whether every
+method reproduced ``ar``'s tokens. Plain standard library; prints Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ORDER = ("hf-prompt-lookup", "rest", "copyspec", "suffix", "fastcoder")
+KIND_ORDER = {"function": 0, "fim-line": 1, "fim-block": 2}
+
+
+def row(run: dict, flagship: str) -> tuple[tuple, str]:
+    """(sort key, Markdown row) of one benchmark JSON document."""
+    methods = run["methods"]
+    tasks = run["tasks"]
+    kind = tasks[0]["kind"] if tasks else "?"
+    repo = Path(run["config"].get("repo", "?")).name
+    names = [m for m in ORDER if m in methods] + [m for m in methods if m not in ORDER and m != "ar"]
+    speed = {m: methods[m]["speedup"] for m in names}
+    others = {m: s for m, s in speed.items() if m != flagship}
+    rival = max(others, key=others.get) if others else None
+    flag = methods.get(flagship, {})
+    lossless = all(methods[m].get("lossless") for m in methods)
+    cells = [kind, repo, str(methods["ar"]["new_tokens"])] + [f"{speed[m]:.2f}x" for m in names]
+    if flag and rival:
+        cells += [f"{flag['mean_accepted_length']:.2f} / {methods[rival]['mean_accepted_length']:.2f}",
+                  f"{flag.get('mean_draft_size', 0):.1f} / {methods[rival].get('mean_draft_size', 0):.1f}",
+                  f"{100 * flag.get('retrieval_share', 0):.1f}%",
+                  f"{speed[flagship] / others[rival]:.2f} ({rival})"]
+    cells.append("yes" if lossless else "NO")
+    return (KIND_ORDER.get(kind, 9), repo), "| " + " | ".join(cells) + " |", names, rival
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--flagship", default="fastcoder")
+    args = ap.parse_args(argv)
+    rows = []
+    names = None
+    for f in args.files:
+        key, text, names_f, _ = row(json.loads(Path(f).read_text()), args.flagship)
+        names = names or names_f
+        rows.append((key, text))
+    head = ["task kind", "repository", "tokens"] + list(names) + [
+        f"accepted length {args.flagship} / best other", f"draft tokens per step {args.flagship} / best other",
+        f"{args.flagship} drafting share", f"{args.flagship} vs best other", "lossless"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for _, text in sorted(rows):
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
