@@ -19,6 +19,7 @@ tokens is a valid answer.
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,13 +44,32 @@ def bucket_keys(sources: np.ndarray, depths: np.ndarray, shares: np.ndarray, mat
     return ((src * DEPTH_BUCKETS + d) * (len(SHARE_EDGES) + 1) + s) * (len(MATCH_EDGES) + 1) + m
 
 
-def bucket_key(source: int, depth: int, share: float, match_length: int) -> int:
-    """:func:`bucket_keys` of one node, with Python numbers (the same id: ``bisect_right`` is
-    ``searchsorted(side="right")``, NaN shares included). For the few nodes of a typical draft tree a
-    loop over this beats the array calls' fixed cost."""
-    d = (depth if depth < DEPTH_BUCKETS else DEPTH_BUCKETS) - 1
-    return (((source % SOURCE_SLOTS * DEPTH_BUCKETS + d) * (len(SHARE_EDGES) + 1) + bisect_right(SHARE_EDGES, share))
-            * (len(MATCH_EDGES) + 1) + bisect_right(MATCH_EDGES, match_length))
+#: Step between the bucket ids of adjacent share buckets (all else equal).
+SHARE_STRIDE = len(MATCH_EDGES) + 1
+
+
+@lru_cache(maxsize=1024)
+def bucket_bases(source: int, match_length: int, max_depth: int) -> tuple[int, ...]:
+    """(max_depth + 1,) bucket ids of nodes of one ``source`` bitmask and matched suffix length at depths
+    0..max_depth (entry 0, no node's, repeats depth 1's) with share bucket 0: a node's
+    :func:`bucket_keys` id is ``bases[depth] + SHARE_STRIDE * share bucket`` (:func:`keys_from_bases`).
+    A draft-tree builder looks these up once per source instead of computing every node's key."""
+    m = bisect_right(MATCH_EDGES, match_length)
+    src = source % SOURCE_SLOTS
+    return tuple((src * DEPTH_BUCKETS + min(max(d, 1), DEPTH_BUCKETS) - 1) * (len(SHARE_EDGES) + 1) * SHARE_STRIDE + m
+                 for d in range(max_depth + 1))
+
+
+def keys_from_bases(bases: list[int], shares: list[float]) -> list[int]:
+    """(N,) :func:`bucket_keys` ids from each node's :func:`bucket_bases` entry and its share (Python
+    lists; ``bisect_right`` is ``searchsorted(side="right")``, NaN shares included): for the few nodes of
+    a typical draft tree this loop beats the array calls' fixed cost."""
+    return [b + SHARE_STRIDE * bisect_right(SHARE_EDGES, sh) for b, sh in zip(bases, shares)]
+
+
+def keys_from_bases_array(bases: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """:func:`keys_from_bases` for (N,) int64 ``bases`` and (N,) float64 ``shares``: (N,) int64."""
+    return bases + SHARE_STRIDE * np.searchsorted(_SHARE_EDGES, shares, side="right")
 
 
 NUM_BUCKETS = SOURCE_SLOTS * DEPTH_BUCKETS * (len(SHARE_EDGES) + 1) * (len(MATCH_EDGES) + 1)

@@ -375,7 +375,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     Returns None (the caller takes the array path) for inputs outside what the shortcuts assume:
     negative or non-finite counts, or NaN estimates.
     """
-    from .acceptance import bucket_key, bucket_keys, choose_by_cost  # noqa: PLC0415
+    from .acceptance import bucket_bases, choose_by_cost, keys_from_bases, keys_from_bases_array  # noqa: PLC0415
 
     node_of: dict[tuple[int, int], int] = {}
     parent: list[int] = []
@@ -385,6 +385,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     source: list[int] = []     # bitmask of the sources through the node
     match: list[int] = []      # longest matched suffix of those sources (>= 0)
     best: list[float] = []     # largest share of one source's continuations through the node
+    base: list[int] = []       # acceptance-estimate bucket but for the share (acceptance.bucket_bases)
     n = 0
     for cand in parts:
         counts = np.asarray(cand.counts, dtype=np.float64).reshape(-1)
@@ -403,10 +404,13 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
             return None  # shares could be negative: the fold below assumes a node's best share >= 0
         total = max(total, 1e-12)
         part_weight = float(cand.weight)
+        bit, length = int(cand.source), max(int(cand.match_length), 0)
+        bases = bucket_bases(bit, length, SIZED_MAX_DEPTH)
         n0 = n
         shares: list[float] = []        # this source's share of the nodes it created (node n0 + j)
         old_shares: dict[int, float] = {}  # and of nodes earlier sources created
         get_old = old_shares.get
+        node_get = node_of.get
         for row, count in zip(rows[:k].tolist(), row_counts):
             w = count * part_weight
             sh = count / total
@@ -415,7 +419,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
             for tok in row:
                 if tok < 0:
                     break
-                nid = node_of.get((node, tok))
+                nid = node_get((node, tok))
                 if nid is None:
                     # the rest of the row is new nodes: their parent is new, so nothing to look up
                     w0, sh0 = 0.0 + w, 0.0 + sh  # the first sum's 0.0 + x (-0.0 stays as _trie's)
@@ -429,6 +433,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
                         depth.append(d)
                         weight.append(w0)
                         shares.append(sh0)
+                        base.append(bases[d])
                         node = n
                         n += 1
                     break
@@ -439,13 +444,13 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
                 else:
                     old_shares[nid] = get_old(nid, 0.0) + sh
                 node = nid
-        bit, length = int(cand.source), max(int(cand.match_length), 0)
-        for nid, sh in old_shares.items():
+        for nid, sh in old_shares.items():  # nodes of several sources
             if sh > best[nid]:
                 best[nid] = sh
             source[nid] |= bit
             if length > match[nid]:
                 match[nid] = length
+            base[nid] = bucket_bases(source[nid], match[nid], SIZED_MAX_DEPTH)[depth[nid]]
         best.extend(shares)
         source.extend([bit] * len(shares))
         match.extend([length] * len(shares))
@@ -458,26 +463,26 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     small = n <= SIZED_PYTHON_NODES
     probs = None
     if small and hasattr(estimator, "estimate_list"):
-        keys = [bucket_key(s, d, b, m) for s, d, b, m in zip(source, depth, best, match)]
+        keys = keys_from_bases(base, best)
         probs = estimator.estimate_list(keys, best)
     if probs is None:
-        best_a = np.array(best)
-        keys_a = bucket_keys(np.array(source), np.array(depth), best_a, np.array(match))
-        probs_a = estimator.estimate(keys_a, best_a)
-        keys, probs = keys_a.tolist(), probs_a.tolist()
+        best_a = np.fromiter(best, dtype=np.float64, count=n)
+        keys_a = keys_from_bases_array(np.fromiter(base, dtype=np.int64, count=n), best_a)
+        probs = estimator.estimate(keys_a, best_a).tolist()
+        keys = keys_a.tolist()
     if min_prob > 0.0:  # shares are >= 0: nothing is below a min_prob <= 0
         cut = min_prob - 1e-12
         probs = [0.0 if b < cut else q for b, q in zip(best, probs)]
     path: list[float] = []
+    append = path.append
     for q, up in zip(probs, parent):
-        path.append(q * path[up] if up >= 0 else q)
+        append(q * path[up] if up >= 0 else q)
     if math.isnan(sum(path)):
         return None  # NaN sorts last in arrays, nowhere in particular in Python
 
     # Best-first prefix maximising expected tokens per verify cost (acceptance.choose_by_cost).
     if small:
-        order = sorted(zip([-x for x in path], depth, range(n)))[:budget]
-        order = [i for _, _, i in order]
+        order = [i for _, _, i in sorted(zip([-x for x in path], depth, range(n)))[:budget]]
         m = len(order)
         upto = getattr(cost, "upto", None)
         table = (upto(m) if upto is not None else cost.c(np.arange(m + 1))).tolist()
@@ -495,8 +500,9 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
                     break
         kept = {i for i in order[:chosen] if path[i] > 0}
     else:
-        kept = set(choose_by_cost(np.array(path), np.array(depth), cost, budget).tolist())
-        kept = {i for i in kept if path[i] > 0}
+        chosen = choose_by_cost(np.fromiter(path, dtype=np.float64, count=n), np.fromiter(depth, dtype=np.int64, count=n),
+                                cost, budget).tolist()
+        kept = {i for i in chosen if path[i] > 0}
     # prefix-closed (float ties could leave a child without its parent), breadth-first
     out = []
     for i in kept:
