@@ -388,18 +388,33 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     base: list[int] = []       # acceptance-estimate bucket but for the share (acceptance.bucket_bases)
     n = 0
     for cand in parts:
-        counts = np.asarray(cand.counts, dtype=np.float64).reshape(-1)
-        total = float(counts.sum())
+        counts = np.asarray(cand.counts)
+        if counts.ndim != 1:
+            counts = counts.reshape(-1)
+        all_counts = counts.tolist()
+        kind = counts.dtype.kind
+        if kind in "iub":  # integer counts: a Python int sum is exact, so it is numpy's float64 sum
+            total = sum(all_counts)
+            if not (0 <= total < 2 ** 53 and min(all_counts) >= 0):
+                return None
+            total = float(total)
+        elif kind == "f" and len(all_counts) <= 2:  # one addition: any order gives the same float
+            total = float(sum(all_counts))
+        elif kind == "f":
+            total = float(np.asarray(counts, dtype=np.float64).sum())
+        else:
+            return None
         rows = np.asarray(cand.tokens)
         if rows.ndim == 1:
             rows = rows[None]
-        k = min(len(rows), len(counts))
+        k = min(len(rows), len(all_counts))
         if k > SIZED_MAX_ROWS:  # the cost model keeps few nodes: skip rare rows
-            top = np.argsort(-counts[:k], kind="stable")[:SIZED_MAX_ROWS]
-            rows, counts = rows[top], counts[top]
+            top = np.argsort(-np.asarray(counts[:k], dtype=np.float64), kind="stable")[:SIZED_MAX_ROWS].tolist()
+            rows, row_counts = rows[top], [all_counts[i] for i in top]
+        else:
+            rows, row_counts = rows[:k], all_counts[:k]
         if rows.shape[1] > SIZED_MAX_DEPTH:
             rows = rows[:, :SIZED_MAX_DEPTH]
-        row_counts = counts.tolist()[:k]
         if not (0.0 <= total < math.inf and (not row_counts or min(row_counts) >= 0.0)):
             return None  # shares could be negative: the fold below assumes a node's best share >= 0
         total = max(total, 1e-12)
@@ -411,7 +426,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
         old_shares: dict[int, float] = {}  # and of nodes earlier sources created
         get_old = old_shares.get
         node_get = node_of.get
-        for row, count in zip(rows[:k].tolist(), row_counts):
+        for row, count in zip(rows.tolist(), row_counts):
             w = count * part_weight
             sh = count / total
             node = -1

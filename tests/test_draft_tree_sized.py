@@ -40,10 +40,14 @@ class _ArrayOnly:
         return self.est.estimate(keys, shares)
 
 
+@pytest.mark.parametrize("counts_dtype", [np.float64, np.int64, np.float32])
 @pytest.mark.parametrize("python_nodes", [0, 10_000])
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(candidate_sets(), st.integers(1, 40), st.sampled_from([0.0, 0.2, 0.5]), st.integers(0, 3))
-def test_sized_builder_equals_reference_in_both_regimes(python_nodes, parts, budget, min_prob, seed):
+def test_sized_builder_equals_reference_in_both_regimes(python_nodes, counts_dtype, parts, budget, min_prob, seed):
+    """Counts of every dtype a source gives (retrieval: int64 occurrence counts; others float)."""
+    for part in parts:
+        part.counts = part.counts.astype(counts_dtype)
     est = _trained(seed)
     saved = dt.SIZED_PYTHON_NODES
     dt.SIZED_PYTHON_NODES = python_nodes  # 0: every tree takes the array calls; 10_000: none does
