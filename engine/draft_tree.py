@@ -15,6 +15,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .acceptance import bucket_bases, choose_by_cost, keys_from_bases, keys_from_bases_array
+
 #: Bits of :attr:`DraftTree.sources`: which draft source proposed a node.
 SOURCE_CACHE = 1
 SOURCE_REPO = 2
@@ -375,8 +377,6 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     Returns None (the caller takes the array path) for inputs outside what the shortcuts assume:
     negative or non-finite counts, or NaN estimates.
     """
-    from .acceptance import bucket_bases, choose_by_cost, keys_from_bases, keys_from_bases_array  # noqa: PLC0415
-
     node_of: dict[tuple[int, int], int] = {}
     parent: list[int] = []
     token: list[int] = []
@@ -484,7 +484,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
         best_a = np.fromiter(best, dtype=np.float64, count=n)
         keys_a = keys_from_bases_array(np.fromiter(base, dtype=np.int64, count=n), best_a)
         probs = estimator.estimate(keys_a, best_a).tolist()
-        keys = keys_a.tolist()
+        keys = keys_a  # indexed for the kept nodes only
     if min_prob > 0.0:  # shares are >= 0: nothing is below a min_prob <= 0
         cut = min_prob - 1e-12
         probs = [0.0 if b < cut else q for b, q in zip(best, probs)]
@@ -528,8 +528,14 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
             out.append(i)
     out.sort(key=lambda i: (depth[i], i))
     new_index = {old: new for new, old in enumerate(out)}
-    ints = np.array([[token[i] for i in out], [new_index.get(parent[i], -1) for i in out],
-                     [depth[i] for i in out], [keys[i] for i in out]], dtype=np.int64).reshape(4, len(out))
+    m = len(out)
+    ints = [token[i] for i in out]  # one flat list per dtype, one array call each (rows are views)
+    ints += [new_index.get(parent[i], -1) for i in out]
+    ints += [depth[i] for i in out]
+    ints += [keys[i] for i in out]
+    ints = np.fromiter(ints, dtype=np.int64, count=4 * m).reshape(4, m)
+    floats = [weight[i] for i in out]
+    floats += [probs[i] for i in out]
+    floats = np.fromiter(floats, dtype=np.float64, count=2 * m).reshape(2, m)
     return DraftTree(ints[0], ints[1], ints[2], np.array([source[i] & 0xFF for i in out], dtype=np.uint8),
-                     np.array([weight[i] for i in out], dtype=np.float64), ints[3],
-                     probs=np.array([probs[i] for i in out], dtype=np.float64))
+                     floats[0], ints[3], probs=floats[1])
