@@ -18,6 +18,9 @@ tokens is a valid answer.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from functools import lru_cache
+
 import numpy as np
 
 #: Prior observations behind each bucket's initial estimate.
@@ -27,16 +30,46 @@ DEPTH_BUCKETS = 8            # depths 1..7, then 8+
 SHARE_EDGES = (0.1, 0.25, 0.5, 0.75, 0.99)   # share buckets: <0.1, <0.25, <0.5, <0.75, <0.99, ~1
 MATCH_EDGES = (2, 3, 4, 6, 9, 13)            # matched suffix length buckets (tokens)
 SOURCE_SLOTS = 32                            # SOURCE_* bitmask values 0..31
+_SHARE_EDGES = np.asarray(SHARE_EDGES, dtype=np.float64)  # as arrays: searchsorted converts a tuple per call
+_MATCH_EDGES = np.asarray(MATCH_EDGES, dtype=np.int64)
 
 
 def bucket_keys(sources: np.ndarray, depths: np.ndarray, shares: np.ndarray, match_lengths: np.ndarray) -> np.ndarray:
     """(N,) int64 bucket id of each node from (N,) source bitmasks, depths (>= 1), shares in [0, 1]
     and matched suffix lengths (tokens; 0 when unknown)."""
     d = np.minimum(np.asarray(depths, dtype=np.int64), DEPTH_BUCKETS) - 1
-    s = np.searchsorted(SHARE_EDGES, np.asarray(shares, dtype=np.float64), side="right")
-    m = np.searchsorted(MATCH_EDGES, np.asarray(match_lengths, dtype=np.int64), side="right")
+    s = np.searchsorted(_SHARE_EDGES, np.asarray(shares, dtype=np.float64), side="right")
+    m = np.searchsorted(_MATCH_EDGES, np.asarray(match_lengths, dtype=np.int64), side="right")
     src = np.asarray(sources, dtype=np.int64) % SOURCE_SLOTS
     return ((src * DEPTH_BUCKETS + d) * (len(SHARE_EDGES) + 1) + s) * (len(MATCH_EDGES) + 1) + m
+
+
+#: Step between the bucket ids of adjacent share buckets (all else equal).
+SHARE_STRIDE = len(MATCH_EDGES) + 1
+
+
+@lru_cache(maxsize=1024)
+def bucket_bases(source: int, match_length: int, max_depth: int) -> tuple[int, ...]:
+    """(max_depth + 1,) bucket ids of nodes of one ``source`` bitmask and matched suffix length at depths
+    0..max_depth (entry 0, no node's, repeats depth 1's) with share bucket 0: a node's
+    :func:`bucket_keys` id is ``bases[depth] + SHARE_STRIDE * share bucket`` (:func:`keys_from_bases`).
+    A draft-tree builder looks these up once per source instead of computing every node's key."""
+    m = bisect_right(MATCH_EDGES, match_length)
+    src = source % SOURCE_SLOTS
+    return tuple((src * DEPTH_BUCKETS + min(max(d, 1), DEPTH_BUCKETS) - 1) * (len(SHARE_EDGES) + 1) * SHARE_STRIDE + m
+                 for d in range(max_depth + 1))
+
+
+def keys_from_bases(bases: list[int], shares: list[float]) -> list[int]:
+    """(N,) :func:`bucket_keys` ids from each node's :func:`bucket_bases` entry and its share (Python
+    lists; ``bisect_right`` is ``searchsorted(side="right")``, NaN shares included): for the few nodes of
+    a typical draft tree this loop beats the array calls' fixed cost."""
+    return [b + SHARE_STRIDE * bisect_right(SHARE_EDGES, sh) for b, sh in zip(bases, shares)]
+
+
+def keys_from_bases_array(bases: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """:func:`keys_from_bases` for (N,) int64 ``bases`` and (N,) float64 ``shares``: (N,) int64."""
+    return bases + SHARE_STRIDE * np.searchsorted(_SHARE_EDGES, shares, side="right")
 
 
 NUM_BUCKETS = SOURCE_SLOTS * DEPTH_BUCKETS * (len(SHARE_EDGES) + 1) * (len(MATCH_EDGES) + 1)
@@ -61,6 +94,18 @@ class AcceptanceEstimator:
         a = self.accepted[keys] + self.prior_strength * prior
         n = self.tried[keys] + self.prior_strength
         return a / n
+
+    def estimate_list(self, keys: list[int], shares: list[float]) -> list[float] | None:
+        """:meth:`estimate` with Python lists in and out: (N,) floats, the same values bit for bit
+        (the same float operations in the same order), cheaper than the array calls for a few nodes.
+        None where a denominator is zero (:meth:`estimate` gives inf or NaN there)."""
+        idx = np.asarray(keys, dtype=np.int64)
+        strength = self.prior_strength
+        try:
+            return [(a + strength * (PRIOR_SCALE * (0.0 if s < 0.0 else 1.0 if s > 1.0 else s))) / (n + strength)
+                    for a, n, s in zip(self.accepted[idx].tolist(), self.tried[idx].tolist(), shares)]
+        except ZeroDivisionError:
+            return None
 
     def update(self, keys: np.ndarray, parents: np.ndarray, path: list[int]) -> None:
         """Learn from one verification of a tree: every node whose parent was accepted (or is the pending

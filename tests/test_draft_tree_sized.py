@@ -1,0 +1,103 @@
+"""The cost-sized draft-tree builder (engine.draft_tree._build_sized: plain Python, with array calls for
+large trees) builds the very trees of the node-by-node reference (tests/reference_draft_tree.py), in
+both of its regimes and on inputs outside its shortcuts (negative counts, NaN estimates), and the
+acceptance helpers it uses give the ids and floats of their array versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference_draft_tree import reference_build_draft_tree
+from test_incremental_retrieval import candidate_sets, tree_fields
+
+from engine import acceptance
+from engine import draft_tree as dt
+from engine.acceptance import AcceptanceEstimator
+from engine.cost_model import VerifyCost
+from engine.draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, build_draft_tree
+
+COST = VerifyCost([1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
+                  [1.3435, 1.5717, 1.6664, 1.8026, 1.9834, 2.1364, 2.418, 2.6945, 3.3182, 3.882], 7.3, 512)
+
+
+def _trained(seed: int) -> AcceptanceEstimator:
+    est = AcceptanceEstimator()
+    rng = np.random.default_rng(seed)
+    est.tried[:] = rng.integers(0, 5, est.tried.shape)
+    est.accepted[:] = np.minimum(est.tried, rng.integers(0, 5, est.tried.shape))
+    return est
+
+
+class _ArrayOnly:
+    """An estimator with only the array interface (no estimate_list)."""
+
+    def __init__(self, est):
+        self.est = est
+
+    def estimate(self, keys, shares):
+        return self.est.estimate(keys, shares)
+
+
+@pytest.mark.parametrize("counts_dtype", [np.float64, np.int64, np.float32])
+@pytest.mark.parametrize("python_nodes", [0, 10_000])
+@settings(max_examples=100, deadline=None)
+@given(candidate_sets(), st.integers(1, 40), st.sampled_from([0.0, 0.2, 0.5]), st.integers(0, 3))
+def test_sized_builder_equals_reference_in_both_regimes(python_nodes, counts_dtype, parts, budget, min_prob, seed):
+    """Counts of every dtype a source gives (retrieval: int64 occurrence counts; others float)."""
+    for part in parts:
+        part.counts = part.counts.astype(counts_dtype)
+    est = _trained(seed)
+    saved = dt.SIZED_PYTHON_NODES
+    dt.SIZED_PYTHON_NODES = python_nodes  # 0: every tree takes the array calls; 10_000: none does
+    try:
+        got = build_draft_tree(parts, budget, min_prob, est, COST)
+        got_arrays = build_draft_tree(parts, budget, min_prob, _ArrayOnly(est), COST)
+    finally:
+        dt.SIZED_PYTHON_NODES = saved
+    want = reference_build_draft_tree(parts, budget, min_prob, est, COST)
+    assert tree_fields(got) == tree_fields(want)
+    assert tree_fields(got_arrays) == tree_fields(want)
+
+
+def _parts(counts_a, counts_b):
+    a = Candidates(np.array([[1, 2, 3, -1], [1, 2, 4, 5], [1, 6, -1, -1]]), np.array(counts_a, float), 2.0,
+                   SOURCE_REPO, 4)
+    b = Candidates(np.array([[1, 2, 3], [7, 8, 9]]), np.array(counts_b, float), 1.0, SOURCE_COMMON, 9)
+    return [a, b]
+
+
+@pytest.mark.parametrize("counts_a,counts_b", [([3, 2, 1], [1, 1]), ([3, -2, 1], [1, 1]), ([0, 0, 0], [1, 0]),
+                                               ([np.nan, 1, 1], [1, 1]), ([1, 1, 1], [-5, 1])])
+def test_sized_builder_outside_its_shortcuts_equals_reference(counts_a, counts_b):
+    est = _trained(0)
+    parts = _parts(counts_a, counts_b)
+    assert tree_fields(build_draft_tree(parts, 64, 0.0, est, COST)) == \
+        tree_fields(reference_build_draft_tree(parts, 64, 0.0, est, COST))
+
+
+def test_sized_builder_with_zero_prior_strength_equals_reference():
+    """Untried buckets and no prior: 0 / 0 estimates (NaN), which the Python loops leave to the arrays."""
+    est = AcceptanceEstimator(prior_strength=0.0)
+    est.tried[:5000] = 3
+    est.accepted[:5000] = 1
+    parts = _parts([3, 2, 1], [1, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got = build_draft_tree(parts, 64, 0.0, est, COST)
+        want = reference_build_draft_tree(parts, 64, 0.0, est, COST)
+    assert tree_fields(got) == tree_fields(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 63), st.integers(1, 20), st.floats(0, 1) | st.just(float("nan")),
+                          st.integers(0, 20)), min_size=1, max_size=30), st.integers(0, 3))
+def test_bucket_bases_and_estimate_list_equal_array_versions(nodes, seed):
+    src, depth, share, match = (list(x) for x in zip(*nodes))
+    want = acceptance.bucket_keys(np.array(src), np.array(depth), np.array(share), np.array(match))
+    bases = [acceptance.bucket_bases(s, m, 20)[d] for s, d, m in zip(src, depth, match)]
+    assert acceptance.keys_from_bases(bases, share) == want.tolist()
+    assert acceptance.keys_from_bases_array(np.array(bases, dtype=np.int64), np.array(share)).tolist() == want.tolist()
+    est = _trained(seed)
+    got = est.estimate_list(want.tolist(), share)
+    assert np.array_equal(np.array(got), est.estimate(want, np.array(share)), equal_nan=True)
