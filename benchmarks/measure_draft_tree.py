@@ -1,6 +1,6 @@
 """Micro-benchmark of the cost-sized draft-tree builder on recorded fastcoder inputs (not a test).
 
-Usage: ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 nice -n 10 python tests/bench_draft_tree_sized.py REC.pkl``
+Usage: ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 nice -n 10 python benchmarks/measure_draft_tree.py REC.pkl``
 where REC.pkl holds ``(rec,)``: a list of per-decode-step lists of :class:`engine.draft_tree.Candidates`
 (recorded from the drafter of a replay). An estimator is trained by replaying the steps (each tree's
 first-child chain accepted with probability 0.6 per node), then every step is built by
