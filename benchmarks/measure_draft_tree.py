@@ -1,8 +1,9 @@
 """Micro-benchmark of the cost-sized draft-tree builder on recorded fastcoder inputs (not a test).
 
 Usage: ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 nice -n 10 python benchmarks/measure_draft_tree.py REC.pkl``
-where REC.pkl holds ``(rec,)``: a list of per-decode-step lists of :class:`engine.draft_tree.Candidates`
-(recorded from the drafter of a replay). An estimator is trained by replaying the steps (each tree's
+where REC.pkl holds ``(rec,)``: a list of per-decode-step lists of :class:`engine.draft_tree.Candidates`,
+recorded from fastcoder's drafter by ``benchmarks/replay_methods.py --methods fastcoder
+--record-candidates REC.pkl``. An estimator is trained by replaying the steps (each tree's
 first-child chain accepted with probability 0.6 per node), then every step is built by
 :func:`engine.draft_tree._build_sized` and by the array builder it replaced (``_trie`` +
 ``_choose_by_estimate``, still the module's fallback); every DraftTree field must be equal, and both are

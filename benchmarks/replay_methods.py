@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import statistics
 import sys
 from pathlib import Path
@@ -52,8 +53,11 @@ def expected_tokens(tree) -> float:
     return float(path[:tree.n_draft].sum())
 
 
-def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, cost) -> dict:
-    """Replay ``method`` over ``tasks`` against the reference outputs; plain data (see module docstring)."""
+def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, cost,
+                  record: list | None = None) -> dict:
+    """Replay ``method`` over ``tasks`` against the reference outputs; plain data (see module docstring).
+    ``record``: when a list, every step's draft-source candidates (list of
+    :class:`engine.draft_tree.Candidates`) are appended to it (drafters with ``candidates``: fastcoder)."""
     from engine.bench import runner  # noqa: PLC0415
 
     runner._ESTIMATORS.clear()  # a fresh estimator and suffix cache per method, as in one bench run
@@ -77,6 +81,15 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
             return tree
 
         drafter.propose = recording_propose
+        if record is not None and hasattr(drafter, "candidates"):
+            candidates = drafter.candidates
+
+            def recording_candidates(ctx, candidates=candidates):
+                found = candidates(ctx)
+                record.append(found)
+                return found
+
+            drafter.candidates = recording_candidates
         r = replay(drafter, dec.estimator, task.prompt_ids, ref, [0])
         steps += len(r["accepted"]) + 1  # + the first forward (prefill gives the pending token)
         tokens += len(ref)
@@ -105,6 +118,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--methods", default="copyspec,suffix,fastcoder")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--record-candidates", default=None, metavar="PKL",
+                    help="pickle every step's candidates of the last method that has them, as (list,), "
+                         "the input of benchmarks/measure_draft_tree.py")
     args = ap.parse_args(argv)
 
     import torch  # noqa: PLC0415
@@ -127,9 +143,13 @@ def main(argv=None) -> int:
     repos = {t.task_id: build_repo_datastore(Path(args.repo), loaded.tokenizer, t, ()) for t in tasks}
     results = []
     for method in methods:
-        res = replay_method(loaded, method, tasks, refs, repos, common, cost)
+        record = [] if args.record_candidates else None
+        res = replay_method(loaded, method, tasks, refs, repos, common, cost, record)
         results.append(res)
         print(json.dumps(res), flush=True)
+        if record:
+            with open(args.record_candidates, "wb") as fh:
+                pickle.dump((record,), fh)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"repo": args.repo, "task_kind": args.task_kind,
                                                    "cost": cost.as_dict(), "results": results}, indent=1))
