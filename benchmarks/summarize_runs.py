@@ -21,8 +21,9 @@ ORDER = ("hf-prompt-lookup", "rest", "copyspec", "suffix", "fastcoder")
 KIND_ORDER = {"function": 0, "fim-line": 1, "fim-block": 2}
 
 
-def row(run: dict, flagship: str) -> tuple[tuple, str]:
-    """(sort key, Markdown row) of one benchmark JSON document."""
+def row(run: dict, flagship: str) -> tuple[tuple, str, list[str], str | None]:
+    """(sort key, Markdown row, the method columns in order, the flagship's strongest rival) of one
+    benchmark JSON document (``fastcoder-bench/1``)."""
     methods = run["methods"]
     tasks = run["tasks"]
     kind = tasks[0]["kind"] if tasks else "?"
