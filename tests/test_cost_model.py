@@ -79,15 +79,39 @@ def test_choose_by_cost_prefers_zero_drafts_when_they_do_not_pay():
     assert len(choose_by_cost(np.array([0.95, 0.9]), np.array([1, 2]), cost, 64)) == 2
 
 
-def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path):
+def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path, monkeypatch):
+    import engine.cost_model as cm
+
     loaded = loaded_random("llama")
     measured = measure_verify_cost(loaded, context=32, sizes=(1, 4, 8), repeats=2)
     assert len(measured.ratios) == 3 and measured.decode_ms > 0
+    # the caching below must not depend on this machine's load (a loaded machine measures an implausible
+    # c(1), which is never cached): measurements are counted fakes from here on
+    calls = []
+
+    def fake_measure(loaded_model, *args, **kwargs):
+        calls.append(1)
+        return VerifyCost([1, 4, 8], [1.2, 1.5, 1.9 + len(calls)], 5.0, 32, cm.cost_key(loaded_model))
+
+    monkeypatch.setattr(cm, "measure_verify_cost", fake_measure)
     first = load_or_measure_verify_cost(loaded, tmp_path)
     again = load_or_measure_verify_cost(loaded, tmp_path)
-    assert again.ratios == first.ratios and again.key["device"] == "cpu" and again.key["threads"] >= 1
+    assert len(calls) == 1 and again.ratios == first.ratios
+    assert again.key["device"] == "cpu" and again.key["threads"] >= 1
     (next(tmp_path.iterdir())).write_text("{broken")
-    assert load_or_measure_verify_cost(loaded, tmp_path).sizes  # a broken cache is measured again
+    assert load_or_measure_verify_cost(loaded, tmp_path).sizes and len(calls) == 2  # a broken cache is measured again
+
+
+def test_a_curve_spoiled_by_load_is_measured_again_and_never_cached(tmp_path, monkeypatch):
+    import engine.cost_model as cm
+
+    loaded = loaded_random("llama")
+    spoiled = VerifyCost([1, 4, 8], [9.5, 10.0, 11.0], 5.0, 32, cm.cost_key(loaded))
+    calls = []
+    monkeypatch.setattr(cm, "measure_verify_cost", lambda *a, **k: calls.append(1) or spoiled)
+    got = load_or_measure_verify_cost(loaded, tmp_path)
+    assert got.ratios == spoiled.ratios and len(calls) == 3  # the first try and two more
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # used for this process, not cached
 
 
 def test_a_noisy_measurement_becomes_the_closest_non_decreasing_curve():
