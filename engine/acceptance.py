@@ -30,6 +30,8 @@ DEPTH_BUCKETS = 8            # depths 1..7, then 8+
 SHARE_EDGES = (0.1, 0.25, 0.5, 0.75, 0.99)   # share buckets: <0.1, <0.25, <0.5, <0.75, <0.99, ~1
 MATCH_EDGES = (2, 3, 4, 6, 9, 13)            # matched suffix length buckets (tokens)
 SOURCE_SLOTS = 32                            # SOURCE_* bitmask values 0..31
+#: Trees of at most this many nodes are learned from in a Python loop (the decoder's trees: ~5 on a CPU).
+UPDATE_PYTHON_NODES = 64
 _SHARE_EDGES = np.asarray(SHARE_EDGES, dtype=np.float64)  # as arrays: searchsorted converts a tuple per call
 _MATCH_EDGES = np.asarray(MATCH_EDGES, dtype=np.int64)
 
@@ -111,6 +113,17 @@ class AcceptanceEstimator:
         """Learn from one verification of a tree: every node whose parent was accepted (or is the pending
         token) was tried; the nodes of ``path`` were accepted. ``keys``/``parents``: (N,) int64."""
         if len(keys) == 0:
+            return
+        if len(keys) <= UPDATE_PYTHON_NODES:  # every step's tree: a Python loop beats four array calls
+            accepted = {-1, *path}  # -1: the pending token (always "accepted")
+            tried, hits = self.tried, self.accepted
+            for key, parent in zip(np.asarray(keys).tolist(), np.asarray(parents).tolist()):
+                if parent in accepted:
+                    tried[key] += 1.0
+            if path:
+                keys_list = np.asarray(keys).tolist()
+                for node in path:
+                    hits[keys_list[node]] += 1.0
             return
         on_path = np.zeros(len(keys) + 1, dtype=bool)  # index 0: the pending token (always "accepted")
         on_path[0] = True

@@ -138,3 +138,31 @@ def test_one_local_model_has_one_cost_curve_however_its_path_is_spelled(tmp_path
     assert keys[0] == keys[1] == keys[2] and keys[0]["model"] == str((tmp_path / "m").resolve())
     loaded.name = "Qwen/Qwen2.5-Coder-1.5B"  # a hub id stays as it is
     assert cost_key(loaded)["model"] == "Qwen/Qwen2.5-Coder-1.5B"
+
+
+def test_learning_from_small_and_large_trees_counts_the_same():
+    """The Python loop for the decoder's small trees and the array path count exactly alike."""
+    import engine.acceptance as acc
+
+    rng = np.random.default_rng(0)
+    for n in (1, 3, 9, 40, 64, 65, 200):
+        parents = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)], dtype=np.int64)
+        keys = rng.integers(0, acc.NUM_BUCKETS, n).astype(np.int64)
+        keys[rng.integers(0, n, n // 3)] = keys[0]  # repeated buckets count once per node
+        path, node = [], -1
+        while True:  # a root-to-node path
+            children = np.flatnonzero(parents == node)
+            if not len(children) or rng.random() < 0.3:
+                break
+            node = int(rng.choice(children))
+            path.append(node)
+        small, large = AcceptanceEstimator(), AcceptanceEstimator()
+        small.update(keys, parents, path)
+        old = acc.UPDATE_PYTHON_NODES
+        acc.UPDATE_PYTHON_NODES = -1  # force the array path
+        try:
+            large.update(keys, parents, path)
+        finally:
+            acc.UPDATE_PYTHON_NODES = old
+        assert np.array_equal(small.tried, large.tried) and np.array_equal(small.accepted, large.accepted)
+        assert small.tried.sum() == np.isin(parents, [-1, *path]).sum() and small.accepted.sum() == len(path)
