@@ -38,7 +38,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -172,6 +172,38 @@ ROWS_CACHE_ENTRIES = 64
 
 #: "No known bound" for :attr:`MatchState.bound`.
 UNBOUNDED = 1 << 30
+
+
+def longest_length(probe: Callable[[int], object], q_len: int, n_min: int, hi: int | None = None,
+                   probe_hi: Callable[[int], object] | None = None) -> tuple[int, object]:
+    """The longest n in [max(n_min, 1), hi] whose suffix probe hits (REST Alg. 1's longest match, by
+    binary search: a suffix that occurs implies every shorter one does).
+
+    ``probe(n)`` returns a hit (anything but None) when the last n tokens occur. ``hi`` defaults to
+    ``q_len``; when given (a bound from an earlier search, :class:`MatchState`), it is probed first, with
+    ``probe_hi`` if given (e.g. inside a known suffix-array range), and the search runs below it only on a
+    miss. Returns (n, hit), (0, None) when nothing hits.
+    """
+    lo = max(n_min, 1)
+    if hi is None:
+        hi = q_len
+    else:
+        hi = min(hi, q_len)
+        if hi >= lo:
+            hit = (probe_hi or probe)(hi)
+            if hit is not None:
+                return hi, hit
+            hi -= 1
+    best: tuple[int, object] = (0, None)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        hit = probe(mid)
+        if hit is not None:
+            best = (mid, hit)
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 class MatchState:
@@ -452,26 +484,13 @@ class Datastore:
         """
         pattern = self.encode_query(q)
         w = self._width
-        lo = max(n_min, 1)
-        if hi is None:
-            hi = len(q)
-        else:
-            hi = min(hi, len(q))
-            if hi >= lo:
-                left, cnt = self.find(pattern[len(pattern) - hi * w:], within)
-                if cnt:
-                    return hi, left, cnt
-                hi -= 1
-        best = (0, 0, 0)
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            left, cnt = self.find(pattern[len(pattern) - mid * w:])
-            if cnt:
-                best = (mid, left, cnt)
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return best
+
+        def probe(m: int, rng=None):
+            left, cnt = self.find(pattern[len(pattern) - m * w:], rng)
+            return (left, cnt) if cnt else None
+
+        n, hit = longest_length(probe, len(q), n_min, hi, lambda m: probe(m, within))
+        return (n, *hit) if n else (0, 0, 0)
 
     # ---------------------------------------------------------------- public search
 

@@ -37,7 +37,7 @@ import numpy as np
 import pathspec
 
 from .datastore import (SEPARATOR, Datastore, DatastoreError, MatchState, Retrieval, count_rows,
-                        prepare_context, sample_range)
+                        longest_length, prepare_context, sample_range)
 
 __all__ = ["SOURCE_EXTENSIONS", "SKIP_DIRS", "RepoDatastore", "SourceFilter", "ChunkEncoder",
            "read_source_text", "iter_source_files", "tokenize_texts", "split_chunks"]
@@ -659,26 +659,7 @@ def _longest_live_match(s: _Snapshot, q: np.ndarray, n_min: int, hi: int | None 
         o = s.overlay.find(p) if s.overlay is not None else (0, 0)
         return (b, live, o) if live > 0 or o[1] > 0 else None
 
-    best = (0, None)
-    lo = max(n_min, 1)
-    if hi is None:
-        hi = len(q)
-    else:
-        hi = min(hi, len(q))
-        if hi >= lo:
-            hit = probe(hi)
-            if hit is not None:
-                return hi, hit
-            hi -= 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        hit = probe(mid)
-        if hit is not None:
-            best = (mid, hit)
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return best
+    return longest_length(probe, len(q), n_min, hi)
 
 
 def _same_docs(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
