@@ -77,6 +77,25 @@ def replay(drafter, estimator, prompt_ids, reference, counter) -> dict:
     return {"ms": times, "accepted": accepted, "finds": finds}
 
 
+def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, max_new_tokens: int,
+                 kind: str = "function"):
+    """What a replay needs: (loaded model, the bench's tasks of ``kind``, {task id: ``ar``'s greedy
+    output token ids, cut at the task's stop strings}, D_c, {task id: D_r built without the task's body}).
+    The pending token after prefill is each reference's first token."""
+    from engine import load_model  # noqa: PLC0415
+    from engine.bench.cli import _default_prompt_budget, _load_common  # noqa: PLC0415
+    from engine.bench.runner import build_repo_datastore, make_decoder, run_one  # noqa: PLC0415
+    from engine.bench.tasks import extract_tasks  # noqa: PLC0415
+
+    loaded = load_model(model)
+    tasks = extract_tasks(repo, loaded.tokenizer, num_tasks, seed, _default_prompt_budget(loaded, max_new_tokens),
+                          kind=kind)
+    ar = make_decoder(loaded, "ar", None, None)
+    refs = {t.task_id: run_one(ar, "ar", t.prompt_ids, max_new_tokens, stop=t.stop)["token_ids"] for t in tasks}
+    repos = {t.task_id: build_repo_datastore(Path(repo), loaded.tokenizer, t, ()) for t in tasks}
+    return loaded, tasks, refs, _load_common(loaded, common), repos
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(DEFAULT_MODEL))
@@ -94,21 +113,12 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from engine import load_model
-    from engine.bench.cli import _default_prompt_budget, _load_common
     from engine.bench import runner
-    from engine.bench.runner import build_repo_datastore, make_decoder
-    from engine.bench.tasks import extract_tasks
+    from engine.bench.runner import make_decoder
     from engine.datastore import Datastore
 
-    loaded = load_model(args.model)
-    tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed,
-                          _default_prompt_budget(loaded, args.max_new_tokens))
-    ar = make_decoder(loaded, "ar", None, None)
-    # the reference: ar's greedy tokens; the pending token after prefill is the first
-    refs = {t.task_id: list(ar.generate(list(t.prompt_ids), max_new_tokens=args.max_new_tokens).token_ids)
-            for t in tasks}
-    common = _load_common(loaded, args.common)
+    loaded, tasks, refs, common, repos = replay_setup(args.model, args.repo, args.common, args.tasks, args.seed,
+                                                      args.max_new_tokens)
     counter = [0]
     orig_find = Datastore.find
 
@@ -117,7 +127,6 @@ def main(argv=None) -> int:
         return orig_find(self, pattern, *args, **kwargs)
 
     Datastore.find = counting_find
-    repos = {t.task_id: build_repo_datastore(Path(args.repo), loaded.tokenizer, t, ()) for t in tasks}
     prof = None
     results = []
     for rep in range(args.repeats):

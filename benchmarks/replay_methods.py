@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import DEFAULT_MODEL, replay  # noqa: E402
+from measure_drafting import DEFAULT_MODEL, replay, replay_setup  # noqa: E402
 
 
 def expected_tokens(tree) -> float:
@@ -126,21 +126,13 @@ def main(argv=None) -> int:
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(1)
-    from engine import load_model  # noqa: PLC0415
-    from engine.bench.cli import _default_prompt_budget, _load_common  # noqa: PLC0415
-    from engine.bench.runner import build_repo_datastore, make_decoder, parse_methods, run_one  # noqa: PLC0415
-    from engine.bench.tasks import extract_tasks  # noqa: PLC0415
+    from engine.bench.runner import parse_methods  # noqa: PLC0415
     from engine.cost_model import load_or_measure_verify_cost  # noqa: PLC0415
 
     methods = [m for m in parse_methods(args.methods) if m != "ar"]
-    loaded = load_model(args.model)
+    loaded, tasks, refs, common, repos = replay_setup(args.model, args.repo, args.common, args.tasks, args.seed,
+                                                      args.max_new_tokens, args.task_kind)
     cost = load_or_measure_verify_cost(loaded)
-    tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed,
-                          _default_prompt_budget(loaded, args.max_new_tokens), kind=args.task_kind)
-    ar = make_decoder(loaded, "ar", None, None)
-    refs = {t.task_id: run_one(ar, "ar", t.prompt_ids, args.max_new_tokens, stop=t.stop)["token_ids"] for t in tasks}
-    common = _load_common(loaded, args.common)
-    repos = {t.task_id: build_repo_datastore(Path(args.repo), loaded.tokenizer, t, ()) for t in tasks}
     results = []
     for method in methods:
         record = [] if args.record_candidates else None

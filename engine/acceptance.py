@@ -116,14 +116,12 @@ class AcceptanceEstimator:
             return
         if len(keys) <= UPDATE_PYTHON_NODES:  # every step's tree: a Python loop beats four array calls
             accepted = {-1, *path}  # -1: the pending token (always "accepted")
-            tried, hits = self.tried, self.accepted
-            for key, parent in zip(np.asarray(keys).tolist(), np.asarray(parents).tolist()):
+            keys_list = np.asarray(keys).tolist()
+            for key, parent in zip(keys_list, np.asarray(parents).tolist()):
                 if parent in accepted:
-                    tried[key] += 1.0
-            if path:
-                keys_list = np.asarray(keys).tolist()
-                for node in path:
-                    hits[keys_list[node]] += 1.0
+                    self.tried[key] += 1.0
+            for node in path:
+                self.accepted[keys_list[node]] += 1.0
             return
         on_path = np.zeros(len(keys) + 1, dtype=bool)  # index 0: the pending token (always "accepted")
         on_path[0] = True

@@ -64,10 +64,6 @@ class SuffixMatchIndex:
         return len(self._list)
 
     @property
-    def _len(self) -> int:
-        return len(self._list)
-
-    @property
     def tokens(self) -> np.ndarray:
         """(T,) int64 copy of the indexed sequence."""
         return np.asarray(self._list, dtype=np.int64)
@@ -100,7 +96,8 @@ class SuffixMatchIndex:
     def draft(self) -> tuple[list[int], list[float], int]:
         """The SuffixDecoding draft for the end of the sequence: (tokens, estimated probability of
         reaching each, match length m in tokens); ([], [], 0) when no earlier occurrence agrees."""
-        toks, n = self._list, self._len
+        toks = self._list
+        n = len(toks)
         if n < 2:
             return [], [], 0
         found = self._positions.get(toks[-1])
