@@ -28,9 +28,16 @@ of them). Accepted length in the replay above with 8 / 16 / 32 candidates: 4.16 
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
+from . import native
 from .draft_tree import SOURCE_CONTEXT, Candidates
+
+#: The C draft (engine/native/draft_tree.c, ``fc_suffix_draft``) serves settings within its fixed buffers.
+_NATIVE_MAX_CANDIDATES = 256
+_NATIVE_MAX_TOKENS = 64
 
 
 class SuffixMatchIndex:
@@ -59,6 +66,7 @@ class SuffixMatchIndex:
         self.factor, self.min_prob, self.max_tokens = float(factor), float(min_prob), int(max_tokens)
         self._list: list[int] = []
         self._positions: dict[int, list[int]] = {}
+        self._native = None  # (buffers, their addresses) for the C draft, made on first use
 
     def __len__(self) -> int:
         return len(self._list)
@@ -85,6 +93,8 @@ class SuffixMatchIndex:
         if n == old:
             return
         toks.extend(np.asarray(context[old:n]).tolist())
+        if self._native is not None:
+            self._native_extend(old, n)
         positions = self._positions
         for start in range(max(old, 1), n):  # token at start - 1 -> continuation at start
             found = positions.get(toks[start - 1])
@@ -103,6 +113,10 @@ class SuffixMatchIndex:
         found = self._positions.get(toks[-1])
         if not found:  # (the last token itself is indexed only once a token follows it)
             return [], [], 0
+        if self.max_candidates <= _NATIVE_MAX_CANDIDATES and self.max_tokens <= _NATIVE_MAX_TOKENS:
+            lib = native.library()
+            if lib is not None:
+                return self._native_draft(lib, found)
         depth = self.max_depth
         by_length: dict[int, list[int]] = {}  # match length -> continuation starts, most recent first
         for s in found[:-self.max_candidates - 1:-1]:
@@ -122,6 +136,39 @@ class SuffixMatchIndex:
             if draft and score > best_score:
                 best, best_score = (draft, probs, m), score
         return best
+
+    def _native_extend(self, old: int, n: int) -> None:
+        buffers, _ = self._native
+        seq = buffers[0]
+        if n > len(seq):  # grow: a new buffer, so new addresses
+            self._native = None
+            self._native_buffers()
+            return
+        seq[old:n] = self._list[old:n]
+
+    def _native_buffers(self):
+        if self._native is None:
+            seq = np.zeros(max(2 * len(self._list), 4096), dtype=np.int64)
+            seq[:len(self._list)] = self._list
+            starts = np.zeros(_NATIVE_MAX_CANDIDATES, dtype=np.int64)
+            out_tokens = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.int64)
+            out_probs = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.float64)
+            match = ctypes.c_int64(0)
+            self._native = ((seq, starts, out_tokens, out_probs, match),
+                            (seq.ctypes.data, starts.ctypes.data, out_tokens.ctypes.data, out_probs.ctypes.data,
+                             ctypes.addressof(match)))
+        return self._native
+
+    def _native_draft(self, lib, found: list[int]) -> tuple[list[int], list[float], int]:
+        """:meth:`draft` by ``fc_suffix_draft`` (engine/native/draft_tree.c): the same tokens, floats and m."""
+        (_, starts, out_tokens, out_probs, match), ptr = self._native_buffers()
+        recent = found[:-self.max_candidates - 1:-1]
+        starts[:len(recent)] = recent
+        k = lib.fc_suffix_draft(ptr[0], len(self._list), ptr[1], len(recent), self.max_depth, self.factor,
+                                self.min_prob, self.max_tokens, ptr[2], ptr[3], ptr[4])
+        if k <= 0:
+            return [], [], 0
+        return out_tokens[:k].tolist(), out_probs[:k].tolist(), int(match.value)
 
     def candidates(self, source: int = SOURCE_CONTEXT) -> Candidates | None:
         """:meth:`draft` as one continuation for the draft tree (count 1, its match length), or None."""

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from . import native
 from .acceptance import (AcceptanceEstimator, bucket_bases, choose_by_cost, keys_from_bases,
                          keys_from_bases_array)
 
@@ -365,6 +366,44 @@ def _choose_by_estimate(cells, depth, source, share, match, budget, min_prob, es
 SIZED_PYTHON_NODES = 40
 
 
+def _sized_rows(cand: Candidates) -> tuple | None:
+    """One source's rows as the sized builders insert them: ``(rows, row_counts, total, weight, bit,
+    match_length)`` with ``rows`` a (K, <= SIZED_MAX_DEPTH) int array of the (at most SIZED_MAX_ROWS most
+    frequent) continuations, ``row_counts`` their counts (a list of Python numbers), ``total`` the float64
+    sum of all the source's counts (>= 1e-12), or None for inputs outside the shortcuts (negative or
+    non-finite counts, a sum that is not exact)."""
+    counts = np.asarray(cand.counts)
+    if counts.ndim != 1:
+        counts = counts.reshape(-1)
+    all_counts = counts.tolist()
+    kind = counts.dtype.kind
+    if kind in "iub":  # integer counts: a Python int sum is exact, so it is numpy's float64 sum
+        total = sum(all_counts)
+        if not (0 <= total < 2 ** 53 and min(all_counts) >= 0):
+            return None
+        total = float(total)
+    elif kind == "f" and len(all_counts) <= 2:  # one addition: any order gives the same float
+        total = float(sum(all_counts))
+    elif kind == "f":
+        total = float(np.asarray(counts, dtype=np.float64).sum())
+    else:
+        return None
+    rows = np.asarray(cand.tokens)
+    if rows.ndim == 1:
+        rows = rows[None]
+    k = min(len(rows), len(all_counts))
+    if k > SIZED_MAX_ROWS:  # the cost model keeps few nodes: skip rare rows
+        top = np.argsort(-np.asarray(counts[:k], dtype=np.float64), kind="stable")[:SIZED_MAX_ROWS].tolist()
+        rows, row_counts = rows[top], [all_counts[i] for i in top]
+    else:
+        rows, row_counts = rows[:k], all_counts[:k]
+    if rows.shape[1] > SIZED_MAX_DEPTH:
+        rows = rows[:, :SIZED_MAX_DEPTH]
+    if not (0.0 <= total < math.inf and (not row_counts or min(row_counts) >= 0.0)):
+        return None  # shares could be negative: the fold below assumes a node's best share >= 0
+    return rows, row_counts, max(total, 1e-12), float(cand.weight), int(cand.source), max(int(cand.match_length), 0)
+
+
 def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, estimator, cost) -> DraftTree | None:
     """:func:`build_draft_tree` with ``estimator`` and ``cost`` (``parts`` non-empty, ``budget`` > 0): the
     same tree, bit for bit, as :func:`_trie` + :func:`_choose_by_estimate` build, in plain Python.
@@ -390,39 +429,20 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     best: list[float] = []     # largest share of one source's continuations through the node
     base: list[int] = []       # acceptance-estimate bucket but for the share (acceptance.bucket_bases)
     n = 0
+    prepared = []
     for cand in parts:
-        counts = np.asarray(cand.counts)
-        if counts.ndim != 1:
-            counts = counts.reshape(-1)
-        all_counts = counts.tolist()
-        kind = counts.dtype.kind
-        if kind in "iub":  # integer counts: a Python int sum is exact, so it is numpy's float64 sum
-            total = sum(all_counts)
-            if not (0 <= total < 2 ** 53 and min(all_counts) >= 0):
-                return None
-            total = float(total)
-        elif kind == "f" and len(all_counts) <= 2:  # one addition: any order gives the same float
-            total = float(sum(all_counts))
-        elif kind == "f":
-            total = float(np.asarray(counts, dtype=np.float64).sum())
-        else:
+        rows = _sized_rows(cand)
+        if rows is None:
             return None
-        rows = np.asarray(cand.tokens)
-        if rows.ndim == 1:
-            rows = rows[None]
-        k = min(len(rows), len(all_counts))
-        if k > SIZED_MAX_ROWS:  # the cost model keeps few nodes: skip rare rows
-            top = np.argsort(-np.asarray(counts[:k], dtype=np.float64), kind="stable")[:SIZED_MAX_ROWS].tolist()
-            rows, row_counts = rows[top], [all_counts[i] for i in top]
-        else:
-            rows, row_counts = rows[:k], all_counts[:k]
-        if rows.shape[1] > SIZED_MAX_DEPTH:
-            rows = rows[:, :SIZED_MAX_DEPTH]
-        if not (0.0 <= total < math.inf and (not row_counts or min(row_counts) >= 0.0)):
-            return None  # shares could be negative: the fold below assumes a node's best share >= 0
-        total = max(total, 1e-12)
-        part_weight = float(cand.weight)
-        bit, length = int(cand.source), max(int(cand.match_length), 0)
+        prepared.append(rows)
+    lib = native.library()
+    if lib is not None and type(estimator) is AcceptanceEstimator:
+        from .native.tree import build_sized_native  # noqa: PLC0415  (it imports this module)
+
+        tree = build_sized_native(lib, prepared, budget, min_prob, estimator, cost)
+        if tree is not None:
+            return tree
+    for rows, row_counts, total, part_weight, bit, length in prepared:
         bases = bucket_bases(bit, length, SIZED_MAX_DEPTH)
         n0 = n
         shares: list[float] = []        # this source's share of the nodes it created (node n0 + j)

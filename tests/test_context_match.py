@@ -14,9 +14,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import native
 from engine.context_match import SuffixMatchIndex
 from engine.draft_tree import SOURCE_CONTEXT
 from engine.drafters import FastCoderDrafter, FastCoderOptions
@@ -144,3 +145,42 @@ def test_fastcoder_drafts_the_context_copy_when_nothing_is_retrieved():
     tree = d.propose(prompt)
     assert tree.longest_match([8, 9, 1]) == 3
     assert all(int(s) & SOURCE_CONTEXT for s in tree.sources)
+
+
+def _python_draft(idx: SuffixMatchIndex, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setitem(native._state, "lib", None)
+        return idx.draft()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sequences, st.lists(st.integers(1, 9), min_size=1, max_size=30),
+       st.sampled_from([(24, 1.0, 0.1, 16, 16), (8, 2.0, 0.0, 4, 8), (12, 0.5, 0.3, 256, 64), (40, 3.0, 0.05, 32, 64)]))
+def test_native_draft_equals_the_python_draft_bit_for_bit(monkeypatch, seq, chunks, setting):
+    """engine/native's fc_suffix_draft: the same tokens, the same floats and the same match length, as
+    tokens are appended in chunks (its token buffer follows the index)."""
+    if native.library() is None:
+        pytest.skip("no C compiler: the native draft is not built here")
+    max_depth, factor, min_prob, candidates, max_tokens = setting
+    idx = SuffixMatchIndex(max_depth, max_candidates=candidates, factor=factor, min_prob=min_prob,
+                           max_tokens=max_tokens)
+    end = 0
+    for size in chunks:
+        end = min(len(seq), end + size)
+        idx.extend_to(np.asarray(seq[:end]))
+        assert idx.draft() == _python_draft(idx, monkeypatch)
+
+
+def test_native_draft_follows_a_sequence_past_its_first_buffer(monkeypatch):
+    if native.library() is None:
+        pytest.skip("no C compiler: the native draft is not built here")
+    rng = np.random.default_rng(0)
+    seq = np.tile(rng.integers(0, 50, 700), 10)  # 7,000 tokens: the 4,096-token buffer grows
+    idx = SuffixMatchIndex()
+    for end in range(100, len(seq), 333):
+        idx.extend_to(seq[:end])
+        got = idx.draft()
+        assert got == _python_draft(idx, monkeypatch)
+        assert got[0] or end <= 700  # past the first period every suffix has occurred before
+    idx.extend_to(seq[:50])  # a rollback re-indexes
+    assert idx.draft() == _python_draft(idx, monkeypatch)

@@ -1,18 +1,18 @@
 """The cost-sized draft-tree builder (engine.draft_tree._build_sized: plain Python, with array calls for
-large trees) builds the very trees of the node-by-node reference (tests/reference_draft_tree.py), in
-both of its regimes and on inputs outside its shortcuts (negative counts, NaN estimates), and the
-acceptance helpers it uses give the ids and floats of their array versions."""
+large trees, or the C builder of engine/native) builds the very trees of the node-by-node reference
+(tests/reference_draft_tree.py), in both of its regimes and on inputs outside its shortcuts (negative
+counts, NaN estimates), and the acceptance helpers it uses give the ids and floats of their array versions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_draft_tree import reference_build_draft_tree
 from test_incremental_retrieval import candidate_sets, tree_fields
 
-from engine import acceptance
+from engine import acceptance, native
 from engine import draft_tree as dt
 from engine.acceptance import AcceptanceEstimator
 from engine.cost_model import VerifyCost
@@ -30,6 +30,43 @@ def _trained(seed: int) -> AcceptanceEstimator:
     return est
 
 
+@pytest.fixture(params=["native", "python"])
+def builder(request, monkeypatch):
+    """Every test below runs with the C builder and with the Python one (the native library disabled)."""
+    if request.param == "native":
+        if native.library() is None:
+            pytest.skip("no C compiler: the native builder is not built here")
+    else:
+        monkeypatch.setitem(native._state, "lib", None)
+    return request.param
+
+
+def test_native_library_is_built_where_a_compiler_exists():
+    if native._compiler() is None:
+        pytest.skip("no C compiler")
+    assert native.library() is not None
+
+
+def test_native_library_can_be_disabled(monkeypatch, tmp_path):
+    monkeypatch.setenv("FASTCODER_NATIVE", "0")
+    monkeypatch.setenv("FASTCODER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "_state", {})
+    assert native.library() is None
+    assert not (tmp_path / "native").exists()
+
+
+def test_a_failed_native_build_falls_back_to_python(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("FASTCODER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
+    monkeypatch.setattr(native, "_compiler", lambda: "false")
+    monkeypatch.setattr(native, "_state", {})
+    assert native.library() is None
+    assert "native drafting code unavailable" in caplog.text
+    parts = _parts([3, 2, 1], [1, 1])
+    assert tree_fields(build_draft_tree(parts, 64, 0.0, _trained(0), COST)) == \
+        tree_fields(reference_build_draft_tree(parts, 64, 0.0, _trained(0), COST))
+
+
 class _ArrayOnly:
     """An estimator with only the array interface (no estimate_list)."""
 
@@ -42,9 +79,9 @@ class _ArrayOnly:
 
 @pytest.mark.parametrize("counts_dtype", [np.float64, np.int64, np.float32])
 @pytest.mark.parametrize("python_nodes", [0, 10_000])
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(candidate_sets(), st.integers(1, 40), st.sampled_from([0.0, 0.2, 0.5]), st.integers(0, 3))
-def test_sized_builder_equals_reference_in_both_regimes(python_nodes, counts_dtype, parts, budget, min_prob, seed):
+def test_sized_builder_equals_reference_in_both_regimes(builder, python_nodes, counts_dtype, parts, budget, min_prob, seed):
     """Counts of every dtype a source gives (retrieval: int64 occurrence counts; others float)."""
     for part in parts:
         part.counts = part.counts.astype(counts_dtype)
@@ -70,14 +107,14 @@ def _parts(counts_a, counts_b):
 
 @pytest.mark.parametrize("counts_a,counts_b", [([3, 2, 1], [1, 1]), ([3, -2, 1], [1, 1]), ([0, 0, 0], [1, 0]),
                                                ([np.nan, 1, 1], [1, 1]), ([1, 1, 1], [-5, 1])])
-def test_sized_builder_outside_its_shortcuts_equals_reference(counts_a, counts_b):
+def test_sized_builder_outside_its_shortcuts_equals_reference(builder, counts_a, counts_b):
     est = _trained(0)
     parts = _parts(counts_a, counts_b)
     assert tree_fields(build_draft_tree(parts, 64, 0.0, est, COST)) == \
         tree_fields(reference_build_draft_tree(parts, 64, 0.0, est, COST))
 
 
-def test_sized_builder_with_zero_prior_strength_equals_reference():
+def test_sized_builder_with_zero_prior_strength_equals_reference(builder):
     """Untried buckets and no prior: 0 / 0 estimates (NaN), which the Python loops leave to the arrays."""
     est = AcceptanceEstimator(prior_strength=0.0)
     est.tried[:5000] = 3

@@ -1,0 +1,118 @@
+"""Native (C) versions of the decoder's per-step drafting code, compiled on first use and loaded with ctypes.
+
+Every decode step builds a draft tree (:func:`engine.draft_tree.build_draft_tree`) and a context copy
+(:meth:`engine.context_match.SuffixMatchIndex.draft`); in Python they cost ~0.25 and ~0.15 ms of a
+~7-15 ms CPU step, time a lossless decoder has to win back with accepted tokens. ``draft_tree.c`` gives
+the same trees and drafts, bit for bit, in microseconds.
+
+The C file uses no Python headers: it is compiled once per source version with the system's C compiler
+(``$CC``, else ``cc``, else ``gcc``) into ``platformdirs.user_cache_dir("fastcoder")/native/<hash>/``
+(``FASTCODER_CACHE_DIR`` overrides the user cache part) and loaded with :mod:`ctypes`. Without a compiler, or
+with ``FASTCODER_NATIVE=0``, :func:`library` returns None and callers keep their Python code, which gives
+the same results. Compile errors are logged once, never raised.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("draft_tree.c",)
+#: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
+CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
+NATIVE_ENV = "FASTCODER_NATIVE"
+
+_state: dict[str, object] = {}
+
+
+def cache_dir() -> Path:
+    """Folder of compiled libraries: ``<user cache>/native``."""
+    env = os.environ.get("FASTCODER_CACHE_DIR")
+    if env:
+        return Path(env).expanduser() / "native"
+    import platformdirs  # noqa: PLC0415
+
+    return Path(platformdirs.user_cache_dir("fastcoder")) / "native"
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CC"), "cc", "gcc"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _build(out: Path, compiler: str) -> None:
+    here = Path(__file__).resolve().parent
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        cmd = [compiler, *CFLAGS, "-o", tmp, *(str(here / s) for s in SOURCES), "-lm"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[:2000]}")
+        os.replace(tmp, out)  # atomic: a concurrent process sees the whole library or none
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _configure(lib: ctypes.CDLL) -> None:
+    i64, dbl, ptr = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
+    lib.fc_build_sized.restype = i64
+    lib.fc_build_sized.argtypes = [i64, i64, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr,  # rows and sources
+                                   i64, ptr, i64, ptr, i64, i64,                  # bucket layout
+                                   ptr, ptr, i64, dbl, dbl, dbl, i64, ptr, i64,   # estimator, choice
+                                   ptr,                                           # node count out
+                                   ptr, ptr, ptr, ptr, ptr, ptr, ptr]             # kept nodes out
+    lib.fc_suffix_draft.restype = i64
+    lib.fc_suffix_draft.argtypes = [ptr, i64, ptr, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
+
+
+def library() -> ctypes.CDLL | None:
+    """The compiled library (built on the first call of a process if its cache has none), or None when
+    disabled (``FASTCODER_NATIVE=0``), without a C compiler, or when the build failed (logged once)."""
+    if "lib" in _state:
+        return _state["lib"]  # type: ignore[return-value]
+    lib = None
+    if os.environ.get(NATIVE_ENV, "1").strip().lower() not in ("0", "false", "no", "off"):
+        try:
+            lib = _load()
+        except Exception as err:  # noqa: BLE001  (any failure: the Python code serves)
+            log.warning("native drafting code unavailable, using Python (same results, slower): %s", err)
+    _state["lib"] = lib
+    return lib
+
+
+def _load() -> ctypes.CDLL | None:
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update((here / name).read_bytes())
+    digest.update(" ".join(CFLAGS).encode())
+    digest.update(f"{platform.machine()}-{platform.system()}".encode())
+    out = cache_dir() / digest.hexdigest()[:16] / "libfastcoder_native.so"
+    if not out.exists():
+        compiler = _compiler()
+        if compiler is None:
+            log.info("no C compiler found: drafting stays in Python")
+            return None
+        _build(out, compiler)
+    lib = ctypes.CDLL(str(out))
+    _configure(lib)
+    return lib
+
+
+def reset() -> None:
+    """Forget the loaded library (tests switch between the native and the Python code)."""
+    _state.clear()
