@@ -27,9 +27,7 @@ log = logging.getLogger(__name__)
 
 #: Draft-tree sizes (tokens) at which c(n) is measured; others are interpolated.
 SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
-#: Bumped when what a forward costs changes for the same key (2: the CPU output head is transposed,
-#: engine.model.TransposedHead), so curves cached before are measured again.
-FORMAT = 2
+FORMAT = 1
 
 
 @dataclass

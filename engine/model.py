@@ -233,62 +233,9 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
             f"elsewhere and pass --model /path/to/folder or set {MODEL_ENV}") from err
     model.to(dev)
     model.eval()
-    if dev.type == "cpu":
-        transpose_output_head(model)
     log.info("loaded %s on %s (%s)", name, dev, torch_dtype)
     return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name,
                        sdsat=_load_sdsat(source, local_only))
-
-
-class TransposedHead(torch.nn.Module):
-    """The output projection ``logits = hidden @ weight.T`` with ``weight.T`` stored contiguous.
-
-    ``torch.nn.Linear`` keeps its weight as (out, in) = (V, H) and multiplies by its transpose; with the
-    CPU build's MKL that layout is the slow one for the shapes of decoding (1 to ~16 rows against a
-    V x H matrix). Measured in the model (tiny-py-coder, V = 8192, H = 256, 1 torch thread, 2-core AMD
-    EPYC, 512-token KV cache; ``measure_verify_cost``, medians of 4 interleaved runs, twice): a plain
-    decode step 12.1-12.7 -> 9.8-9.9 ms, a forward over 1 + 4 tokens 18.9-19.4 -> 16.2-16.4 ms, over
-    1 + 8 tokens 19.6-21.1 -> 16.8-18.3 ms. Inputs (..., H) float, output (..., V), the same dtype.
-
-    The logits are the same floats as ``nn.Linear``'s (max difference 0.0 over 1,000 positions, the same
-    greedy generations). A tied input embedding keeps its own (V, H) matrix: looking rows up in a view of
-    the transposed one made a 1,000-token prefill 4-10% slower (strided reads).
-    """
-
-    def __init__(self, linear: torch.nn.Linear):
-        super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight_t = torch.nn.Parameter(linear.weight.detach().t().contiguous(), requires_grad=False)
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """(V, H) view of the stored matrix, as ``nn.Linear.weight`` (for code that inspects it)."""
-        return self.weight_t.t()
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(hidden, self.weight_t)
-
-
-#: A tied output matrix is copied (the input embedding keeps the original) only up to this size.
-MAX_HEAD_COPY_BYTES = 256 * 2**20
-
-
-def transpose_output_head(model) -> bool:
-    """Swap ``model``'s output projection for a :class:`TransposedHead` (in place; inference only: the
-    stored matrix no longer takes gradients). Returns False, changing nothing, for a head that is not a
-    bias-free ``nn.Linear`` (or a model without one), or one tied to the input embedding whose copy would
-    exceed :data:`MAX_HEAD_COPY_BYTES` (an untied head is replaced, not copied)."""
-    get = getattr(model, "get_output_embeddings", None)
-    head = get() if callable(get) else None
-    if type(head) is not torch.nn.Linear or head.bias is not None:
-        return False
-    emb_get = getattr(model, "get_input_embeddings", None)
-    emb = emb_get() if callable(emb_get) else None
-    tied = emb is not None and getattr(emb, "weight", None) is head.weight
-    if tied and head.weight.nelement() * head.weight.element_size() > MAX_HEAD_COPY_BYTES:
-        return False
-    model.set_output_embeddings(TransposedHead(head))
-    return True
 
 
 def _load_sdsat(source: str, local_only: bool):
