@@ -414,7 +414,9 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     a source's shares are folded into the node's best share when its rows end, path probabilities are
     one loop over nodes in insertion order (parents first), and small trees are ordered with Python's
     ``sorted``; trees of more than :data:`SIZED_PYTHON_NODES` nodes take the array calls for the
-    estimates and the choice (:func:`engine.acceptance.choose_by_cost`).
+    estimates and the choice (:func:`engine.acceptance.choose_by_cost`). Where the library of
+    :mod:`engine.native` is built, the trie, estimates and choice run in C instead (the same tree, bit for
+    bit; ~0.14 -> ~0.05 ms a step on recorded inputs, most of it this function's Python preparation).
 
     Returns None (the caller takes the array path) for inputs outside what the shortcuts assume:
     negative or non-finite counts, or NaN estimates.
