@@ -13,7 +13,8 @@ tokens per forward instead of 3.67 with 4-recent 3-gram copies.
 :class:`SuffixMatchIndex` gives the same draft from a hash map instead of a suffix tree:
 
 - every token of the growing sequence maps to the positions its continuation starts at (appending a
-  token is one dict insert);
+  token is one dict insert; built lazily, by the Python draft only: the C draft scans the sequence
+  backwards for the last token's occurrences, ~1 us for a 1,000-token context);
 - a query takes the most recent ``max_candidates`` earlier occurrences of the last token and measures
   in one (K, max_depth) comparison how far each agrees with the context backwards: the occurrences of
   the last m tokens are those that agree for >= m tokens;
@@ -69,6 +70,7 @@ class SuffixMatchIndex:
         self.factor, self.min_prob, self.max_tokens = float(factor), float(min_prob), int(max_tokens)
         self._list: list[int] = []
         self._positions: dict[int, list[int]] = {}
+        self._indexed = 0  # tokens whose continuation starts are in _positions (the Python draft's map)
         self._native = None  # (buffers, their addresses) for the C draft, made on first use
 
     def __len__(self) -> int:
@@ -82,6 +84,7 @@ class SuffixMatchIndex:
     def reset(self, tokens) -> None:
         """Index ``tokens`` ((T,) ints) from scratch."""
         self._positions = {}
+        self._indexed = 0
         self._list = []
         self.extend_to(tokens)
 
@@ -97,14 +100,20 @@ class SuffixMatchIndex:
             return
         toks.extend(np.asarray(context[old:n]).tolist())
         if self._native is not None:
-            self._native_extend(old, n)
-        positions = self._positions
-        for start in range(max(old, 1), n):  # token at start - 1 -> continuation at start
+            self._native_extend(context, old, n)
+
+    def _index_positions(self) -> dict[int, list[int]]:
+        """The map token -> continuation starts, brought up to date (only the Python draft reads it: the C
+        draft scans the sequence itself)."""
+        toks, positions = self._list, self._positions
+        for start in range(max(self._indexed, 1), len(toks)):  # token at start - 1 -> continuation at start
             found = positions.get(toks[start - 1])
             if found is None:
                 positions[toks[start - 1]] = [start]
             else:
                 found.append(start)
+        self._indexed = max(self._indexed, len(toks))
+        return positions
 
     def draft(self) -> tuple[list[int], list[float], int]:
         """The SuffixDecoding draft for the end of the sequence: (tokens, estimated probability of
@@ -113,13 +122,13 @@ class SuffixMatchIndex:
         n = len(toks)
         if n < 2:
             return [], [], 0
-        found = self._positions.get(toks[-1])
-        if not found:  # (the last token itself is indexed only once a token follows it)
-            return [], [], 0
         if self.max_candidates <= _NATIVE_MAX_CANDIDATES and self.max_tokens <= _NATIVE_MAX_TOKENS:
             lib = native.library()
             if lib is not None:
-                return self._native_draft(lib, found)
+                return self._native_draft(lib)
+        found = self._index_positions().get(toks[-1])
+        if not found:  # (the last token itself is indexed only once a token follows it)
+            return [], [], 0
         depth = self.max_depth
         by_length: dict[int, list[int]] = {}  # match length -> continuation starts, most recent first
         for s in found[:-self.max_candidates - 1:-1]:
@@ -140,35 +149,31 @@ class SuffixMatchIndex:
                 best, best_score = (draft, probs, m), score
         return best
 
-    def _native_extend(self, old: int, n: int) -> None:
+    def _native_extend(self, context, old: int, n: int) -> None:
         buffers, _ = self._native
         seq = buffers[0]
         if n > len(seq):  # grow: a new buffer, so new addresses
             self._native = None
             self._native_buffers()
             return
-        seq[old:n] = self._list[old:n]
+        seq[old:n] = context[old:n]
 
     def _native_buffers(self):
         if self._native is None:
             seq = np.zeros(max(2 * len(self._list), 4096), dtype=np.int64)
             seq[:len(self._list)] = self._list
-            starts = np.zeros(_NATIVE_MAX_CANDIDATES, dtype=np.int64)
             out_tokens = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.int64)
             out_probs = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.float64)
             match = ctypes.c_int64(0)
-            self._native = ((seq, starts, out_tokens, out_probs, match),
-                            (seq.ctypes.data, starts.ctypes.data, out_tokens.ctypes.data, out_probs.ctypes.data,
-                             ctypes.addressof(match)))
+            self._native = ((seq, out_tokens, out_probs, match),
+                            (seq.ctypes.data, out_tokens.ctypes.data, out_probs.ctypes.data, ctypes.addressof(match)))
         return self._native
 
-    def _native_draft(self, lib, found: list[int]) -> tuple[list[int], list[float], int]:
+    def _native_draft(self, lib) -> tuple[list[int], list[float], int]:
         """:meth:`draft` by ``fc_suffix_draft`` (engine/native/draft_tree.c): the same tokens, floats and m."""
-        (_, starts, out_tokens, out_probs, match), ptr = self._native_buffers()
-        recent = found[:-self.max_candidates - 1:-1]
-        starts[:len(recent)] = recent
-        k = lib.fc_suffix_draft(ptr[0], len(self._list), ptr[1], len(recent), self.max_depth, self.factor,
-                                self.min_prob, self.max_tokens, ptr[2], ptr[3], ptr[4])
+        (_, out_tokens, out_probs, match), ptr = self._native_buffers()
+        k = lib.fc_suffix_draft(ptr[0], len(self._list), self.max_candidates, self.max_depth, self.factor,
+                                self.min_prob, self.max_tokens, ptr[1], ptr[2], ptr[3])
         if k <= 0:
             return [], [], 0
         return out_tokens[:k].tolist(), out_probs[:k].tolist(), int(match.value)

@@ -76,7 +76,7 @@ def _configure(lib: ctypes.CDLL) -> None:
                                    ptr,                                           # node count out
                                    ptr, ptr, ptr, ptr, ptr, ptr, ptr]             # kept nodes out
     lib.fc_suffix_draft.restype = i64
-    lib.fc_suffix_draft.argtypes = [ptr, i64, ptr, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
+    lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
 
 
 def library() -> ctypes.CDLL | None:

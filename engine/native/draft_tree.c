@@ -246,20 +246,24 @@ done:
 /* SuffixDecoding's draft for the end of a token sequence (engine/context_match.py, SuffixMatchIndex.draft):
    the same tokens, probabilities and match length, bit for bit.
 
-   toks: the (n,) sequence; starts: (n_starts,) positions s (most recent first) where the last token occurred
-   before, its continuation starting at s. Writes at most max_tokens tokens and their probabilities and the
-   match length; returns the draft's length (0: none). */
-int64_t fc_suffix_draft(const int64_t *toks, int64_t n, const int64_t *starts, int64_t n_starts, int64_t depth,
+   toks: the (n,) sequence. The candidates are the max_candidates most recent earlier occurrences of the last
+   token (continuation starts s < n with toks[s - 1] == toks[n - 1], most recent first), found by scanning
+   backwards. Writes at most max_tokens tokens and their probabilities and the match length; returns the
+   draft's length (0: none). */
+int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, int64_t depth,
                         double factor, double min_prob, int64_t max_tokens, int64_t *out_tokens,
                         double *out_probs, int64_t *out_match) {
     enum { MAX_STARTS = 256 };
-    int64_t match_of[MAX_STARTS], rows[MAX_STARTS], active[MAX_STARTS], next_active[MAX_STARTS];
-    int64_t seen_tok[MAX_STARTS], seen_count[MAX_STARTS];
-    int64_t best_len = 0, best_match = 0, max_m = 0;
+    int64_t starts[MAX_STARTS], match_of[MAX_STARTS], rows[MAX_STARTS], active[MAX_STARTS];
+    int64_t next_active[MAX_STARTS], seen_tok[MAX_STARTS], seen_count[MAX_STARTS];
+    int64_t best_len = 0, best_match = 0, max_m = 0, n_starts = 0;
     double best_score = 0.0;
     *out_match = 0;
-    if (n < 2 || n_starts <= 0) return 0;
-    if (n_starts > MAX_STARTS) n_starts = MAX_STARTS;
+    if (n < 2) return 0;
+    if (max_candidates > MAX_STARTS) max_candidates = MAX_STARTS;
+    for (int64_t s = n - 1; s >= 1 && n_starts < max_candidates; s--)
+        if (toks[s - 1] == toks[n - 1]) starts[n_starts++] = s;
+    if (n_starts == 0) return 0;
     for (int64_t i = 0; i < n_starts; i++) {
         int64_t s = starts[i], m = 1;
         while (m < depth && m < s && toks[s - 1 - m] == toks[n - 1 - m]) m++;
