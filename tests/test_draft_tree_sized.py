@@ -138,3 +138,27 @@ def test_bucket_bases_and_estimate_list_equal_array_versions(nodes, seed):
     est = _trained(seed)
     got = est.estimate_list(want.tolist(), share)
     assert np.array_equal(np.array(got), est.estimate(want, np.array(share)), equal_nan=True)
+
+
+def test_native_builder_from_several_threads_at_once_gives_each_its_own_tree():
+    """ctypes releases the GIL in the C call: concurrent builders must not share buffers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if native.library() is None:
+        pytest.skip("no C compiler: the native builder is not built here")
+    est = _trained(1)
+    rng = np.random.default_rng(0)
+    inputs = []
+    for _ in range(40):
+        rows = rng.integers(0, 6, (12, 8))
+        rows[rng.random(rows.shape) < 0.1] = -1
+        inputs.append([Candidates(rows, rng.integers(1, 9, 12), 1.0, SOURCE_REPO, int(rng.integers(0, 12))),
+                       Candidates(rng.integers(0, 6, (3, 10)), rng.random(3) + 0.1, 1.0, SOURCE_COMMON, 3)])
+    want = [tree_fields(reference_build_draft_tree(p, 32, 0.0, est, COST)) for p in inputs]
+
+    def build_all(_):
+        return [tree_fields(build_draft_tree(p, 32, 0.0, est, COST)) for p in inputs for _ in range(5)][::5]
+
+    with ThreadPoolExecutor(4) as pool:
+        for got in pool.map(build_all, range(8)):
+            assert got == want

@@ -8,6 +8,7 @@ ways against the node-by-node reference).
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -48,7 +49,9 @@ class _NativeScratch:
         return cached[2], cached[3]
 
 
-_scratch: _NativeScratch | None = None
+#: One scratch per thread: ctypes releases the GIL during the C call, so two threads drafting at once
+#: must not share buffers.
+_local = threading.local()
 
 
 def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
@@ -66,7 +69,6 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
         The :class:`engine.draft_tree.DraftTree` (``keys`` and ``probs`` set), or None where the C code leaves
         the input to the Python path (NaN estimates or costs, a zero denominator, odd estimator arrays).
     """
-    global _scratch
     accepted, tried = estimator.accepted, estimator.tried
     if not (type(accepted) is np.ndarray and type(tried) is np.ndarray and accepted.dtype == np.float64
             and tried.dtype == np.float64 and accepted.flags.c_contiguous and tried.flags.c_contiguous
@@ -78,9 +80,9 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
     m = min(n_rows * width, budget)
     if n_rows == 0 or width == 0:
         return None
-    sc = _scratch
+    sc = getattr(_local, "scratch", None)
     if sc is None or n_rows > sc.fits[0] or width > sc.fits[1] or n_parts > sc.fits[2] or m >= sc.fits[3]:
-        sc = _scratch = _NativeScratch(max(n_rows, 128), max(width, 16), max(n_parts, 8), max(m + 1, 256))
+        sc = _local.scratch = _NativeScratch(max(n_rows, 128), max(width, 16), max(n_parts, 8), max(m + 1, 256))
     rows = sc.rows[:n_rows * width].reshape(n_rows, width)
     rows.fill(-1)
     at = 0
