@@ -148,6 +148,9 @@ class EngineHost(IndexingMixin):
                     cost = load_or_measure_verify_cost(loaded)
                 except Exception:
                     log.exception("verify-cost measurement failed")
+                from engine import native  # noqa: PLC0415
+
+                native.library()  # the C drafting code: compiled here once per machine, not in a first completion
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:
