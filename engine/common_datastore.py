@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from .cache_paths import cache_root
 from .datastore import FORMAT_VERSION, Datastore, DatastoreError, remove_stale_temporaries
 from .repo_datastore import SourceFilter, read_source_text, tokenize_texts
 
@@ -88,12 +89,7 @@ def corpus_fingerprint(root: Path, files: list[Path]) -> str:
 def default_cache_dir() -> Path:
     """``platformdirs.user_cache_dir("fastcoder") / "datastores"`` (``FASTCODER_CACHE_DIR`` overrides
     the ``user_cache_dir`` part)."""
-    env = os.environ.get("FASTCODER_CACHE_DIR")
-    if env:
-        return Path(env).expanduser() / "datastores"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("fastcoder")) / "datastores"
+    return cache_root() / "datastores"
 
 
 def _default_out(tokenizer, root: Path, files: list[Path]) -> Path:

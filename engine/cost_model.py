@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .cache_paths import cache_root
+
 log = logging.getLogger(__name__)
 
 #: Draft-tree sizes (tokens) at which c(n) is measured; others are interpolated.
@@ -197,12 +199,7 @@ def _from_env() -> VerifyCost | None:
 def default_cost_cache() -> Path:
     """Folder of cached curves: ``platformdirs.user_cache_dir("fastcoder")/verify_cost``
     (``FASTCODER_CACHE_DIR`` overrides the user cache part)."""
-    env = os.environ.get("FASTCODER_CACHE_DIR")
-    if env:
-        return Path(env).expanduser() / "verify_cost"
-    import platformdirs  # noqa: PLC0415
-
-    return Path(platformdirs.user_cache_dir("fastcoder")) / "verify_cost"
+    return cache_root() / "verify_cost"
 
 
 def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = None) -> VerifyCost:

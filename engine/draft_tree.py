@@ -421,16 +421,6 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     Returns None (the caller takes the array path) for inputs outside what the shortcuts assume:
     negative or non-finite counts, or NaN estimates.
     """
-    node_of: dict[tuple[int, int], int] = {}
-    parent: list[int] = []
-    token: list[int] = []
-    depth: list[int] = []
-    weight: list[float] = []   # sum of count x source weight over the rows through the node, in row order
-    source: list[int] = []     # bitmask of the sources through the node
-    match: list[int] = []      # longest matched suffix of those sources (>= 0)
-    best: list[float] = []     # largest share of one source's continuations through the node
-    base: list[int] = []       # acceptance-estimate bucket but for the share (acceptance.bucket_bases)
-    n = 0
     prepared = []
     for cand in parts:
         rows = _sized_rows(cand)
@@ -444,6 +434,16 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
         tree = build_sized_native(lib, prepared, budget, min_prob, estimator, cost)
         if tree is not None:
             return tree
+    node_of: dict[tuple[int, int], int] = {}
+    parent: list[int] = []
+    token: list[int] = []
+    depth: list[int] = []
+    weight: list[float] = []   # sum of count x source weight over the rows through the node, in row order
+    source: list[int] = []     # bitmask of the sources through the node
+    match: list[int] = []      # longest matched suffix of those sources (>= 0)
+    best: list[float] = []     # largest share of one source's continuations through the node
+    base: list[int] = []       # acceptance-estimate bucket but for the share (acceptance.bucket_bases)
+    n = 0
     for rows, row_counts, total, part_weight, bit, length in prepared:
         bases = bucket_bases(bit, length, SIZED_MAX_DEPTH)
         n0 = n

@@ -24,6 +24,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..cache_paths import cache_root
+
 log = logging.getLogger(__name__)
 
 SOURCES = ("draft_tree.c",)
@@ -36,12 +38,7 @@ _state: dict[str, object] = {}
 
 def cache_dir() -> Path:
     """Folder of compiled libraries: ``<user cache>/native``."""
-    env = os.environ.get("FASTCODER_CACHE_DIR")
-    if env:
-        return Path(env).expanduser() / "native"
-    import platformdirs  # noqa: PLC0415
-
-    return Path(platformdirs.user_cache_dir("fastcoder")) / "native"
+    return cache_root() / "native"
 
 
 def _compiler() -> str | None:
@@ -111,8 +108,3 @@ def _load() -> ctypes.CDLL | None:
     lib = ctypes.CDLL(str(out))
     _configure(lib)
     return lib
-
-
-def reset() -> None:
-    """Forget the loaded library (tests switch between the native and the Python code)."""
-    _state.clear()
