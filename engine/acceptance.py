@@ -29,7 +29,7 @@ PRIOR_SCALE = 0.7            # prior mean = this x the node's raw share (shares 
 DEPTH_BUCKETS = 8            # depths 1..7, then 8+
 SHARE_EDGES = (0.1, 0.25, 0.5, 0.75, 0.99)   # share buckets: <0.1, <0.25, <0.5, <0.75, <0.99, ~1
 MATCH_EDGES = (2, 3, 4, 6, 9, 13)            # matched suffix length buckets (tokens)
-SOURCE_SLOTS = 32                            # SOURCE_* bitmask values 0..31
+SOURCE_SLOTS = 128                           # SOURCE_* bitmask values 0..127
 #: Trees of at most this many nodes are learned from in a Python loop (the decoder's trees: ~5 on a CPU).
 UPDATE_PYTHON_NODES = 64
 _SHARE_EDGES = np.asarray(SHARE_EDGES, dtype=np.float64)  # as arrays: searchsorted converts a tuple per call

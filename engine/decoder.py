@@ -112,7 +112,9 @@ class SpeculativeDecoder:
             measured verify cost with online acceptance estimates, :mod:`engine.acceptance`),
             ``verify_cost`` (a :class:`engine.cost_model.VerifyCost`; default: measured and cached
             for this model/device/dtype/threads) and ``acceptance_estimator`` (one to share, e.g.
-            across the decoders of a server's workspace folders).
+            across the decoders of a server's workspace folders); ``completion_history`` (a
+            :class:`engine.history.CompletionHistory` to share across decoders; default: one per decoder,
+            so every generation's output becomes a draft source for the later ones, any document).
             sdsat and fastcoder+sdsat (:mod:`engine.sdsat.drafter`): ``adaptive_tokens`` (k, default
             the model's trained window L; a cap when sized by cost), ``adaptive_width`` (candidates
             per adaptive position; default 1 when greedy, 3 when sampling), ``adaptive_every_step``
@@ -147,6 +149,11 @@ class SpeculativeDecoder:
                 "`fastcoder train-sdsat`, or choose another method")
         verify_cost = self.options.pop("verify_cost", None)
         shared_estimator = self.options.pop("acceptance_estimator", None)
+        self.history = self.options.pop("completion_history", None)
+        if self.history is None and method == "fastcoder":
+            from .history import CompletionHistory  # noqa: PLC0415
+
+            self.history = CompletionHistory()
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
         self.estimator = self.cost = None
         self.sdsat_options = {k: self.options.pop(k) for k in ("adaptive_tokens", "adaptive_width",
@@ -188,8 +195,9 @@ class SpeculativeDecoder:
                                          cache, self.estimator, self.cost, greedy, self.sdsat_options,
                                          self.options)
         token_info = self.loaded.token_info if self.method == "fastcoder" else None
+        extra = {"history": self.history} if self.method == "fastcoder" else {}
         return make_drafter(self.method, token_info, self.repo_datastore, self.common_datastore,
-                            cache=cache, estimator=self.estimator, cost=self.cost, **self.options)
+                            cache=cache, estimator=self.estimator, cost=self.cost, **extra, **self.options)
 
     # ----------------------------------------------------------------------------- public API
     def generate(self, prompt: str | Sequence[int], max_new_tokens: int = 128, temperature: float = 0.0,
@@ -433,6 +441,11 @@ class SpeculativeDecoder:
                 continue
             finish = "eos" if len(out) < max_new else "length"
             break
+        done = getattr(drafter, "finish", None)
+        if done is not None:  # drafting work: timed with retrieval
+            t = time.perf_counter()
+            done(context[:n_ctx])
+            retrieval_s += time.perf_counter() - t
         t_end = time.perf_counter()
         self._keep_prompt_kv(doc, ids, cache)
         res = self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,

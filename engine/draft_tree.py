@@ -26,8 +26,9 @@ SOURCE_COMMON = 4
 SOURCE_CONTEXT = 8
 SOURCE_ADAPTIVE = 16  # drafts read off SDSAT adaptive tokens (engine.sdsat.drafter)
 SOURCE_SUFFIX = 32  # arctic-inference's SuffixDecoding (engine.suffix_drafter)
+SOURCE_HISTORY = 64  # earlier completions' output, across documents (engine.history)
 SOURCE_NAMES = {SOURCE_CACHE: "cache", SOURCE_REPO: "repo", SOURCE_COMMON: "common", SOURCE_CONTEXT: "context",
-                SOURCE_ADAPTIVE: "adaptive", SOURCE_SUFFIX: "suffix"}
+                SOURCE_ADAPTIVE: "adaptive", SOURCE_SUFFIX: "suffix", SOURCE_HISTORY: "history"}
 
 
 @dataclass

@@ -6,7 +6,8 @@
 - :class:`FastCoderDrafter`: FastCoder / CodeSwift (Zhao et al., 2025) Alg. 1: the per-document
   cache first, then D_r and D_c together (weights alpha, beta), with the missing table and the skip
   token; plus copies from the context chosen as SuffixDecoding chooses them
-  (:mod:`engine.context_match`).
+  (:mod:`engine.context_match`) and the output of earlier completions, across documents
+  (:mod:`engine.history`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import numpy as np
 
 from .context_match import SuffixMatchIndex
 from .datastore import MatchState
+from .history import (CompletionHistory, continuation_candidates, count_continuations, longest_agreement,
+                      sequences_from)
 from .draft_tree import (SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates,
                          DraftTree, build_draft_tree)
 
@@ -35,6 +38,8 @@ class Drafter(Protocol):
     def observe(self, context: np.ndarray, tree: DraftTree, path: list[int], accepted: list[int]) -> None:
         """After verification: ``context`` as it was proposed from, the tree, the accepted node
         indices and every committed token (accepted draft tokens + the model's own token)."""
+
+    # optional: ``finish(context)`` at the end of a generation, ``context`` (T,) int64 = prompt + output
 
 
 @dataclass
@@ -208,18 +213,10 @@ class FastCoderCache:
         self.num_sequences += 1
 
     def _evict(self, room: int) -> None:
-        keep_from = min(len(self._buf), max(len(self._buf) // 2, room))
-        while keep_from < len(self._buf) and self._buf[keep_from - 1] != -1:
-            keep_from += 1
-        old = self._buf[keep_from:]
+        kept = sequences_from(self._buf, min(len(self._buf), max(len(self._buf) // 2, room)))
         self._buf, self._index, self.num_sequences = [], {}, 0
-        seq: list[int] = []
-        for t in old:
-            if t == -1:
-                self.add(seq)
-                seq = []
-            else:
-                seq.append(t)
+        for seq in kept:
+            self.add(seq)
 
     def search(self, context: np.ndarray, draft_len: int = 16, limit: int = 32) -> Candidates | None:
         """Continuations of the longest context suffix (>= n_min tokens) found in the cache."""
@@ -230,31 +227,11 @@ class FastCoderCache:
         starts = self._index.get((ctx[-2], ctx[-1]) if len(ctx) >= 2 else (), [])[-limit:]
         if not starts:
             return None
-        buf, best, found = self._buf, 0, []
-        for s in starts:
-            n = 2
-            while n < len(ctx) and s - n - 1 >= 0 and buf[s - n - 1] == ctx[-n - 1]:
-                n += 1
-            if n > best:
-                best, found = n, [s]
-            elif n == best:
-                found.append(s)
-        conts = {}
-        for s in found:
-            cont = []
-            for t in buf[s:s + draft_len]:
-                if t == -1:
-                    break
-                cont.append(t)
-            if cont:
-                conts[tuple(cont)] = conts.get(tuple(cont), 0) + 1
-        if not conts:
-            return None
-        self.hits += 1
-        rows = np.full((len(conts), draft_len), -1, dtype=np.int64)
-        for r, cont in enumerate(conts):
-            rows[r, :len(cont)] = cont
-        return Candidates(rows, np.fromiter(conts.values(), dtype=np.float64), 1.0, SOURCE_CACHE, best)
+        best, found = longest_agreement(self._buf, starts, ctx, 2)
+        cand = continuation_candidates(count_continuations(self._buf, found, draft_len), SOURCE_CACHE, best,
+                                       draft_len)
+        self.hits += cand is not None
+        return cand
 
 
 @dataclass
@@ -268,6 +245,8 @@ class FastCoderOptions:
     Context copy (``use_context_copy``) is SuffixDecoding's per-request choice
     (:class:`engine.context_match.SuffixMatchIndex`: ``copy_max_depth``, ``copy_factor``,
     ``copy_min_prob`` are its ``max_tree_depth``, ``max_spec_factor``, ``min_token_prob``).
+    ``use_history``: also draft from earlier completions' output (:mod:`engine.history`, SuffixDecoding's
+    global tree), where the decoder passes a :class:`~engine.history.CompletionHistory`.
 
     ``cache_min_sequences`` is 0, not the paper's 50: a benchmark task or a newly opened document
     never holds 50 sequences, so the cache of the generation's own output went unused. Measured by an
@@ -287,6 +266,7 @@ class FastCoderOptions:
     use_common: bool = True
     use_context_copy: bool = True
     use_strategy: bool = True  # skip token + missing table
+    use_history: bool = True
     copy_max_depth: int = 24
     copy_factor: float = 1.0
     copy_min_prob: float = 0.1
@@ -298,8 +278,9 @@ class FastCoderDrafter:
 
     def __init__(self, repo_datastore, common_datastore, token_info, cache: FastCoderCache | None = None,
                  options: FastCoderOptions | None = None, retrieval: RetrievalOptions | None = None,
-                 estimator=None, cost=None):
+                 estimator=None, cost=None, history: CompletionHistory | None = None):
         self.opts = options or FastCoderOptions()
+        self.history = history if self.opts.use_history else None
         self.estimator, self.cost = estimator, cost  # size trees by expected tokens per verify cost
         self.ret = retrieval or RetrievalOptions()
         self.repo = repo_datastore if self.opts.use_repo else None
@@ -367,7 +348,16 @@ class FastCoderDrafter:
             parts = self._retrieve(context)
         if copied is not None:
             parts.append(copied)
+        if self.history is not None:
+            earlier = self.history.search(context, self.ret.draft_len)
+            if earlier is not None:
+                parts.append(earlier)
         return parts
+
+    def finish(self, context: np.ndarray) -> None:
+        """End of a generation: its output (``context`` past the prompt) joins the completion history."""
+        if self.history is not None:
+            self.history.add(context[:self._prompt_len], context[self._prompt_len:])
 
     def observe(self, context, tree, path, accepted) -> None:
         if not self.opts.use_cache:
@@ -391,7 +381,8 @@ FASTCODER_MIN_PROB = 0.2
 
 
 def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=None,
-                 cache: FastCoderCache | None = None, estimator=None, cost=None, **options) -> Drafter:
+                 cache: FastCoderCache | None = None, estimator=None, cost=None,
+                 history: CompletionHistory | None = None, **options) -> Drafter:
     """Build the drafter for ``method`` (``rest``, ``copyspec``, ``fastcoder``, ``suffix``).
 
     ``options`` may hold :class:`RetrievalOptions` fields (n_max, n_min, draft_len, max_matches,
@@ -399,6 +390,7 @@ def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=
     ``gamma``/``copy_len`` for CopySpec. Unknown names raise ``TypeError``. ``estimator`` and ``cost``
     (fastcoder): size each tree by expected tokens per verify cost (:mod:`engine.acceptance`); without
     them the tree keeps the top nodes by weight above ``min_prob`` (default :data:`FASTCODER_MIN_PROB`).
+    ``history`` (fastcoder): earlier completions to draft from (:class:`engine.history.CompletionHistory`).
     ``suffix``: arctic-inference's SuffixDecoding, options as :func:`engine.suffix_drafter.make_suffix_drafter`
     (raises :class:`engine.suffix_drafter.SuffixDecodingUnavailable` without arctic-inference).
     """
@@ -424,7 +416,8 @@ def make_drafter(method: str, token_info, repo_datastore=None, common_datastore=
         fc_fields = set(FastCoderOptions.__dataclass_fields__)
         fc = FastCoderOptions(**{k: options.pop(k) for k in list(options) if k in fc_fields})
         _no_more(method, options)
-        return FastCoderDrafter(repo_datastore, common_datastore, token_info, cache, fc, ret, estimator, cost)
+        return FastCoderDrafter(repo_datastore, common_datastore, token_info, cache, fc, ret, estimator, cost,
+                                history)
     raise ValueError(f"unknown drafting method {method!r}")
 
 

@@ -100,6 +100,7 @@ class EngineHost(IndexingMixin):
         self._background_cancel = threading.Event()
         self._completing = threading.Event()  # set while the model worker runs a completion
         self._estimator: Any = None  # acceptance estimates, shared by the fastcoder decoders
+        self._history: Any = None  # earlier completions' output (engine.history), shared like the estimator
         self.verify_cost: dict | None = None
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
@@ -165,6 +166,7 @@ class EngineHost(IndexingMixin):
                 return
             self.loaded, self.common, self._cost = loaded, common, cost
             self.verify_cost = cost.as_dict() if cost is not None else None
+            self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
             self._caches.clear()
             self.state = "ready"
@@ -246,6 +248,12 @@ class EngineHost(IndexingMixin):
 
                         self._estimator = AcceptanceEstimator()
                     extra["acceptance_estimator"] = self._estimator  # learned across folders and requests
+                if self.settings.method == "fastcoder":
+                    if self._history is None:
+                        from engine.history import CompletionHistory  # noqa: PLC0415
+
+                        self._history = CompletionHistory()
+                    extra["completion_history"] = self._history  # every folder's completions draft for all
                     if self._cost is not None:
                         extra["verify_cost"] = self._cost
                 dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
@@ -430,6 +438,7 @@ class EngineHost(IndexingMixin):
             "last_reindex_ms": self.last_reindex_ms,
             "verify_cost": self.verify_cost,
             "acceptance": self._estimator.summary() if self._estimator is not None else None,
+            "history_completions": self._history.num_completions if self._history is not None else 0,
             "warm_prompt_share": (self.counters["reused_prompt_tokens"] / self.counters["prompt_tokens"]
                                   if self.counters["prompt_tokens"] else None),
             "index": {"pending_file_events": self.pending_file_events(), "rescans": self.rescans,

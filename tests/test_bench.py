@@ -135,7 +135,8 @@ def test_summarize_ratios_of_totals():
     assert ar["mean_accepted_length"] == pytest.approx(1.0)
     assert fc["retrieval_ms_per_step"] == pytest.approx(1.0)
     assert fc["retrieval_share"] == pytest.approx(0.1)
-    assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0, "adaptive": 0, "suffix": 0}
+    assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0, "adaptive": 0, "suffix": 0,
+                          "history": 0}
     assert ar["lossless"] is True and fc["lossless"] is False and fc["lossless_tasks"] == 1
     assert "token_ids" not in fc["per_task"][0]
 

@@ -90,7 +90,7 @@ def render_markdown(result: dict) -> str:
                      f"D_c: {ds.get('common_tokens')} tokens")
     lines += ["", "| method | ms/token | speedup | prefill ms | decode ms/completion | e2e ms/completion "
               "| e2e speedup | new tokens/completion | accepted length | forward passes | retrieval ms/step "
-              "| retrieval share | hits cache/repo/common/context/adaptive/suffix | peak RSS MB | lossless |",
+              "| retrieval share | hits cache/repo/common/context/adaptive/suffix/history | peak RSS MB | lossless |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in result["methods"].items():
         h = m["hits"]

@@ -49,7 +49,7 @@ SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base 
 DEFAULT_METHODS = tuple(m for m in METHOD_SPECS if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS)
 REFERENCE_METHOD = "ar"
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
-HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix")
+HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix", "history")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -132,6 +132,8 @@ _CACHED_METHODS = ("fastcoder", "fastcoder+sdsat")
 _ESTIMATORS: dict = {}
 #: (id(loaded), method) -> the SuffixDecodingCache a suffix method keeps for the whole run.
 _SUFFIX_CACHES: dict = {}
+#: (id(loaded), method) -> the CompletionHistory a fastcoder method keeps for the whole run (a server's).
+_HISTORIES: dict = {}
 
 
 def _new_estimator():
@@ -151,6 +153,10 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
     if base in (*_CACHED_METHODS, "sdsat") and options.get("size_by_cost", True):
         # one estimator per method for the whole run, as a server keeps one across requests
         options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator())}
+    if base == "fastcoder":  # one completion history per method for the whole run, as a server keeps one
+        from ..history import CompletionHistory  # noqa: PLC0415
+
+        options = {**options, "completion_history": _HISTORIES.setdefault((id(loaded), method), CompletionHistory())}
     if base == "suffix":  # one SuffixDecodingCache per method for the whole run, as vLLM keeps one per engine
         key = (id(loaded), method)
         if key not in _SUFFIX_CACHES:
@@ -254,8 +260,8 @@ def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, 
             tokens: int, extra: dict | None = None) -> None:
     """Run every method once on a short generation (not recorded): lazy init, allocator, caches.
 
-    The warm-up runs on the first task's prompt, so the suffix methods' caches are dropped afterwards
-    (their global tree would otherwise hold the start of that task's answer)."""
+    The warm-up runs on the first task's prompt, so the suffix methods' caches and the fastcoder methods'
+    completion histories are dropped afterwards (they would otherwise hold the start of that task's answer)."""
     if tokens <= 0:
         return
     for method in methods:
@@ -264,6 +270,7 @@ def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, 
         except Exception as err:  # the timed run records it; the warm-up only logs
             log.warning("warm-up of %s failed: %s", method, err)
         _SUFFIX_CACHES.pop((id(loaded), method), None)
+        _HISTORIES.pop((id(loaded), method), None)
 
 
 def failed_run(err: Exception) -> dict:
