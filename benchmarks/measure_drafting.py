@@ -35,9 +35,11 @@ import numpy as np
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
 
 
-def replay(drafter, estimator, prompt_ids, reference, counter) -> dict:
-    """Run the drafter loop against ``reference`` (list of int). Returns per-step times (ms),
-    accepted lengths and find calls."""
+def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) -> dict:
+    """Run the drafter loop against ``reference`` (list of int; ``ar``'s output, with the EOS that ended
+    it where one did: it then comes as the bonus token of the last forward, as in the decoder). Returns
+    per-step times (ms), accepted lengths and find calls. At the end the drafter's ``finish`` hook (if
+    any) gets the context without the trailing ``end_tokens``, as the decoder's loop gives it."""
     context = np.empty(len(prompt_ids) + len(reference) + 128, dtype=np.int64)
     context[:len(prompt_ids)] = prompt_ids
     n_ctx = len(prompt_ids)
@@ -74,14 +76,21 @@ def replay(drafter, estimator, prompt_ids, reference, counter) -> dict:
             context[n_ctx] = tok
             n_ctx += 1
             out += 1
+    finish = getattr(drafter, "finish", None)
+    if finish is not None:
+        while n_ctx > len(prompt_ids) and int(context[n_ctx - 1]) in end_tokens:
+            n_ctx -= 1
+        finish(context[:n_ctx])
     return {"ms": times, "accepted": accepted, "finds": finds}
 
 
 def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, max_new_tokens: int,
                  kind: str = "function"):
     """What a replay needs: (loaded model, the bench's tasks of ``kind``, {task id: ``ar``'s greedy
-    output token ids, cut at the task's stop strings}, D_c, {task id: D_r built without the task's body}).
-    The pending token after prefill is each reference's first token."""
+    output token ids, cut at the task's stop strings, plus the EOS that ended it if one did}, D_c,
+    {task id: D_r built without the task's body}). The pending token after prefill is each reference's
+    first token. A fill-in-the-middle completion usually ends with EOS: a draft of its last tokens saves
+    the forward that would produce it."""
     from engine import load_model  # noqa: PLC0415
     from engine.bench.cli import _default_prompt_budget, _load_common  # noqa: PLC0415
     from engine.bench.runner import build_repo_datastore, make_decoder, run_one  # noqa: PLC0415
@@ -91,7 +100,11 @@ def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, 
     tasks = extract_tasks(repo, loaded.tokenizer, num_tasks, seed, _default_prompt_budget(loaded, max_new_tokens),
                           kind=kind)
     ar = make_decoder(loaded, "ar", None, None)
-    refs = {t.task_id: run_one(ar, "ar", t.prompt_ids, max_new_tokens, stop=t.stop)["token_ids"] for t in tasks}
+    eos = min(loaded.eos_token_ids) if loaded.eos_token_ids else None
+    refs = {}
+    for t in tasks:
+        r = run_one(ar, "ar", t.prompt_ids, max_new_tokens, stop=t.stop)
+        refs[t.task_id] = r["token_ids"] + ([eos] if r["finish_reason"] == "eos" and eos is not None else [])
     repos = {t.task_id: build_repo_datastore(Path(repo), loaded.tokenizer, t, ()) for t in tasks}
     return loaded, tasks, refs, _load_common(loaded, common), repos
 
@@ -136,6 +149,7 @@ def main(argv=None) -> int:
             prof = cProfile.Profile()
         all_ms, all_acc, all_finds = [], [], []
         runner._ESTIMATORS.clear()  # every repeat sees the same trees (the estimator learns online)
+        runner._HISTORIES.clear()
         for task in tasks:
             ref = refs.get(task.task_id)
             if len(ref) < 2:
@@ -144,7 +158,7 @@ def main(argv=None) -> int:
             drafter = dec._make_drafter(dec.new_cache())
             if prof:
                 prof.enable()
-            r = replay(drafter, dec.estimator, task.prompt_ids, ref, counter)
+            r = replay(drafter, dec.estimator, task.prompt_ids, ref, counter, loaded.eos_token_ids)
             if prof:
                 prof.disable()
             all_ms += r["ms"]

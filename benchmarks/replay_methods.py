@@ -9,6 +9,10 @@ cached per model, device, dtype and threads) then predict the decode time of a m
     predicted time = sum over steps of c(n_step) x plain decode step  (+ the drafting time measured)
     predicted speedup = tokens x plain decode step / predicted time
 
+Steps are decode forwards and the accepted length is the bench's (``mean_accepted_length``: tokens after
+the prefill's, a closing EOS included, per decode forward). Before 2026-11-23 (night) the replay stopped
+at the last token without the EOS forward, which hid what drafting a completion's last tokens saves.
+
 It tracks the real benchmark within a few percent in ranking and ratio (function tasks on pygls:
 predicted copyspec / suffix / fastcoder 2.13 / 2.56 / 2.32x, measured by ``fastcoder bench`` in the
 same session 2.07 / 2.60 / 2.29x), and being deterministic in everything but the drafting time, it
@@ -60,8 +64,9 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
     :class:`engine.draft_tree.Candidates`) are appended to it (drafters with ``candidates``: fastcoder)."""
     from engine.bench import runner  # noqa: PLC0415
 
-    runner._ESTIMATORS.clear()  # a fresh estimator and suffix cache per method, as in one bench run
+    runner._ESTIMATORS.clear()  # a fresh estimator, suffix cache and history per method, as in one bench run
     runner._SUFFIX_CACHES.clear()
+    runner._HISTORIES.clear()
     sizes, expected, accepted_draft = [], [], []
     steps = tokens = 0
     drafting_ms = 0.0
@@ -90,15 +95,15 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
                 return found
 
             drafter.candidates = recording_candidates
-        r = replay(drafter, dec.estimator, task.prompt_ids, ref, [0])
-        steps += len(r["accepted"]) + 1  # + the first forward (prefill gives the pending token)
-        tokens += len(ref)
+        r = replay(drafter, dec.estimator, task.prompt_ids, ref, [0], loaded.eos_token_ids)
+        steps += len(r["accepted"])  # decode forwards (the prefill gives the first token)
+        tokens += len(ref) - 1  # committed by them: ar needs one forward each
         drafting_ms += sum(r["ms"])
         accepted_draft += [a - 1 for a in r["accepted"]]
     plain_ms = tokens * cost.decode_ms
     verify_ms = sum(float(cost.c(n)) if n else 1.0 for n in sizes) * cost.decode_ms
     known = [e for e in expected if not np.isnan(e)]
-    return {"method": method, "steps": steps, "accepted_length": round(tokens / max(steps, 1), 3),
+    return {"method": method, "steps": steps, "accepted_length": round(tokens / max(steps, 1), 3),  # the bench's
             "mean_tree": round(statistics.fmean(sizes), 2) if sizes else 0.0,
             "drafting_ms_per_step": round(drafting_ms / max(len(sizes), 1), 3),
             "predicted_speedup": round(plain_ms / (verify_ms + drafting_ms), 3),
