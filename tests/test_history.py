@@ -79,6 +79,18 @@ def test_the_buffer_stays_bounded_and_keeps_the_newest_completions():
         CompletionHistory(max_tokens=0)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 40), st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=30), min_size=1, max_size=20))
+def test_any_bound_and_completion_sizes_stay_within_the_buffer(max_tokens, outputs):
+    hist = CompletionHistory(max_tokens=max_tokens, context_tokens=3, min_match=1)
+    for out in outputs:
+        hist.add([7, 8, 9], out)
+        assert hist.num_tokens <= max_tokens
+    last = (([7, 8, 9] + outputs[-1])[-(max_tokens // 2):])
+    if len(last) >= 2:  # the newest completion is always kept: its first token's continuation is found
+        assert hist.search(np.asarray(last[:1]), 4) is not None
+
+
 def test_a_second_completion_drafts_from_the_first_and_stays_lossless(tiny_coder, real_code_prompts):
     """The decoder adds each generation's output to the history; a later request (another document: no
     shared cache, a different prompt start) drafts from it, and the output is still the model's own."""

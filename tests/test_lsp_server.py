@@ -172,6 +172,7 @@ async def test_completion_equals_engine_greedy(client: LanguageClient, loaded):
     assert got_any
     st = await request(client, "fastcoder/status")
     assert st["last"]["new_tokens"] >= 1 and st["p50_ms"] is not None
+    assert st["history_completions"] >= 1  # each completion's output drafts for the later ones (exact above)
 
 
 async def test_incremental_edit_is_reflected(client: LanguageClient, loaded):
