@@ -130,13 +130,14 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
     non-positive count of entries to remove.
     """
     base = past_len + 1
-    if path and path != list(range(len(path))):
-        src = torch.tensor(path, dtype=torch.long) + base
-        dst = torch.arange(len(path)) + base
-        for layer in cache.layers:
-            src_d, dst_d = src.to(layer.keys.device), dst.to(layer.keys.device)
-            layer.keys[..., dst_d, :] = layer.keys.index_select(-2, src_d)
-            layer.values[..., dst_d, :] = layer.values.index_select(-2, src_d)
+    first = next((j for j, node in enumerate(path) if node != j), len(path))  # path[:first] is in place
+    if first < len(path):
+        src = torch.tensor(path[first:], dtype=torch.long) + base
+        lo, hi = base + first, base + len(path)
+        for layer in cache.layers:  # a slice assignment (copy_): index_put_ with a tensor index was ~1.6x slower
+            src_d = src.to(layer.keys.device)
+            layer.keys[..., lo:hi, :] = layer.keys.index_select(-2, src_d)
+            layer.values[..., lo:hi, :] = layer.values.index_select(-2, src_d)
     drop = tree_size - len(path)
     if drop:
         cache.crop(-drop)
