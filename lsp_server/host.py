@@ -248,14 +248,14 @@ class EngineHost(IndexingMixin):
 
                         self._estimator = AcceptanceEstimator()
                     extra["acceptance_estimator"] = self._estimator  # learned across folders and requests
+                    if self._cost is not None:
+                        extra["verify_cost"] = self._cost
                 if self.settings.method == "fastcoder":
                     if self._history is None:
                         from engine.history import CompletionHistory  # noqa: PLC0415
 
                         self._history = CompletionHistory()
                     extra["completion_history"] = self._history  # every folder's completions draft for all
-                    if self._cost is not None:
-                        extra["verify_cost"] = self._cost
                 dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
                                          common_datastore=self.common, **extra)
                 if getattr(dec, "cost", None) is not None:
