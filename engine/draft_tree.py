@@ -125,6 +125,28 @@ class DraftTree:
             np.concatenate([self.weights, np.zeros(k)]),
             self.keys, self.n_adaptive + k)
 
+    def keep(self, mask: np.ndarray) -> "DraftTree":
+        """The nodes where ``mask`` ((N,) bool) holds and all of whose ancestors are kept, in their order,
+        parents re-indexed (a prefix-closed subtree). A tree with an SDSAT adaptive branch is returned
+        unchanged (the branch's layout is fixed)."""
+        if self.n_adaptive or not len(self):
+            return self
+        keep = np.asarray(mask, dtype=bool).copy()
+        parents = self.parents
+        for i in range(len(self)):  # parents come before their children
+            if parents[i] >= 0 and not keep[parents[i]]:
+                keep[i] = False
+        if keep.all():
+            return self
+        idx = np.nonzero(keep)[0]
+        new_index = np.full(len(self), -1, dtype=np.int64)
+        new_index[idx] = np.arange(len(idx))
+        old_parents = parents[idx]
+        return DraftTree(self.tokens[idx], np.where(old_parents >= 0, new_index[old_parents], -1),
+                         self.depths[idx], self.sources[idx], self.weights[idx],
+                         None if self.keys is None else self.keys[idx], 0,
+                         None if self.probs is None else self.probs[idx])
+
     @property
     def children(self) -> dict[tuple[int, int], int]:
         """Map (parent index, token id) -> child index; parent -1 is the pending token."""
@@ -145,26 +167,40 @@ class DraftTree:
             self._ancestors = anc
         return self._ancestors
 
-    def attention_mask(self, past_len: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """Additive 4D tree-attention mask for the input ``[pending] + tokens``.
+    def attention_mask(self, past_len: int, dtype: torch.dtype, device: torch.device,
+                       prefix_len: int = 0) -> torch.Tensor:
+        """Additive 4D tree-attention mask for the input ``prefix + [pending] + tokens``.
 
+        Args:
+            past_len: the pending token's position (the KV cache then holds ``past_len - prefix_len``
+                tokens).
+            prefix_len: uncached prompt tokens before the pending token, at positions
+                ``past_len - prefix_len .. past_len - 1``, run in the same forward (a prefill that
+                verifies a draft of the first new tokens); each sees what precedes it (causal).
         Returns:
-            (1, 1, 1 + N, past_len + 1 + N) tensor of ``dtype``: 0 where a query may attend (the
-            context, the pending token, the node itself and its ancestors), ``finfo(dtype).min``
+            (1, 1, prefix_len + 1 + N, past_len + 1 + N) tensor of ``dtype``: 0 where a query may attend
+            (the context, the pending token, the node itself and its ancestors), ``finfo(dtype).min``
             elsewhere. Float, not bool: eager attention adds the mask to the scores.
         """
         n = len(self)
+        k = int(prefix_len)
+        if not 0 <= k <= past_len:
+            raise ValueError(f"prefix_len must be in 0..past_len ({past_len}), got {prefix_len}")
         allow = np.zeros((1 + n, 1 + n), dtype=bool)
         allow[:, 0] = True
         allow[1:, 1:] = self.ancestors
         block = torch.from_numpy(allow).to(device)
-        mask = torch.zeros((1 + n, past_len + 1 + n), dtype=dtype, device=device)
-        mask[:, past_len:].masked_fill_(~block, torch.finfo(dtype).min)
+        low = torch.finfo(dtype).min
+        mask = torch.zeros((k + 1 + n, past_len + 1 + n), dtype=dtype, device=device)
+        mask[k:, past_len:].masked_fill_(~block, low)
+        if k:  # prompt rows: causal over the prompt, blind to the pending token and the tree
+            mask[:k, past_len - k:] = torch.full((k, k + 1 + n), low, dtype=dtype, device=device).triu(1)
         return mask[None, None]
 
-    def position_ids(self, past_len: int, device: torch.device) -> torch.Tensor:
-        """(1, 1 + N) int64 positions: the pending token at ``past_len``, node i at past_len + depth."""
-        pos = np.concatenate([[0], self.depths]) + past_len
+    def position_ids(self, past_len: int, device: torch.device, prefix_len: int = 0) -> torch.Tensor:
+        """(1, prefix_len + 1 + N) int64 positions: the prefix at ``past_len - prefix_len ..``, the pending
+        token at ``past_len``, node i at past_len + depth."""
+        pos = np.concatenate([np.arange(-int(prefix_len), 1), self.depths]) + past_len
         return torch.from_numpy(pos).to(device)[None]
 
     def longest_match(self, target: Sequence[int]) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -69,22 +70,27 @@ def choose_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
     return int(torch.multinomial(warp_probs(logits, params), 1, generator=generator))
 
 
-def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int) -> torch.Tensor:
-    """Run ``[pending] + tree.tokens`` through the model in one pass with tree attention.
+def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
+                 prefix: Sequence[int] = ()) -> torch.Tensor:
+    """Run ``prefix + [pending] + tree.tokens`` through the model in one pass with tree attention.
 
     Args:
         model: a transformers causal LM.
-        cache: its ``DynamicCache`` holding ``past_len`` tokens; grows by ``1 + len(tree)``.
-        pending: the token chosen last step (position ``past_len``).
+        cache: its ``DynamicCache`` holding ``past_len - len(prefix)`` tokens; grows by
+            ``len(prefix) + 1 + len(tree)``.
+        pending: the token chosen last step (position ``past_len``), or a prompt's last token.
         tree: the draft tree below it.
+        prefix: prompt tokens not yet in the cache, before ``pending`` (causal among themselves): a
+            prefill that also verifies a draft of the first new tokens.
     Returns:
         (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
     """
     device = model.device
-    ids = torch.tensor([[pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
-    out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device),
-                attention_mask=tree.attention_mask(past_len, model.dtype, device),
-                past_key_values=cache, use_cache=True)
+    k = len(prefix)
+    ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
+    out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device, k),
+                attention_mask=tree.attention_mask(past_len, model.dtype, device, k),
+                past_key_values=cache, use_cache=True, logits_to_keep=1 + len(tree))
     return out.logits[0]
 
 

@@ -82,7 +82,9 @@ def decoder_for(loaded, method: str, store) -> SpeculativeDecoder:
 
 
 def draw(decoder, prompt, arm: int, n: int = N_DRAWS) -> tuple[Counter, float]:
-    """``n`` 3-token continuations with seeds ``arm * 10**5 + i``; returns (counts, mean accepted length).
+    """``n`` 3-token continuations with seeds ``arm * 10**5 + i``; returns (counts, mean draft tokens
+    accepted per continuation: in the prefill's forward, which verifies a draft for a prompt this short,
+    and in decode forwards).
 
     Seeds must differ between arms: the exact rule consumes one draw per emitted token, just like
     ``ar`` (torch.multinomial uses a fixed amount of randomness per call), so equal seeds would make
@@ -92,7 +94,8 @@ def draw(decoder, prompt, arm: int, n: int = N_DRAWS) -> tuple[Counter, float]:
     for i in range(n):
         res = decoder.generate(prompt, max_new_tokens=3, seed=arm * 10**5 + i, **PARAMS)
         counts[tuple(res.token_ids)] += 1
-        accepted.append(res.stats["mean_accepted_length"])
+        accepted.append(res.stats.get("prefill_draft_accepted", 0)
+                        + sum(a - 1 for a in res.stats.get("accepted_lengths", [])))
     return counts, float(np.mean(accepted))
 
 
@@ -123,9 +126,9 @@ def ar_counts(setup):
 def test_drafters_sample_the_model_distribution(setup, ar_counts, arm, method):
     loaded, prompt, store = setup
     counts, mean_accepted = draw(decoder_for(loaded, method, store), prompt, arm)
-    # max_new_tokens=3: the first token comes from the prefill, so at most one verification pass;
-    # a mean accepted length near 1 would mean drafts were never accepted and nothing was tested
-    assert mean_accepted >= 1.8, f"{method}: drafts rarely accepted (mean accepted length {mean_accepted:.2f})"
+    # max_new_tokens=3: a prefill forward that verifies a draft, then at most two more; few accepted
+    # draft tokens would mean the exact rule was hardly exercised and nothing was tested
+    assert mean_accepted >= 0.8, f"{method}: drafts rarely accepted ({mean_accepted:.2f} per continuation)"
     p = chi_square_p(ar_counts, counts)
     assert p > ALPHA, f"{method}: 3-token joint distribution differs from ar sampling (chi-square p={p:.2e})"
 
@@ -151,7 +154,7 @@ def test_chi_square_rejects_rest_published_rule(setup, ar_counts, monkeypatch):
     loaded, prompt, store = setup
     monkeypatch.setattr("engine.decoder.accept", rest_published_accept)
     counts, mean_accepted = draw(decoder_for(loaded, "copyspec", store), prompt, arm=9, n=600)
-    assert mean_accepted >= 1.8
+    assert mean_accepted >= 0.8
     p = chi_square_p(ar_counts, counts)
     assert p < ALPHA, f"the biased rule passed the test (p={p:.3f}): the test has no power"
 
