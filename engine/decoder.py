@@ -414,6 +414,10 @@ class SpeculativeDecoder:
         t_prefill = time.perf_counter()
         if ended:
             finish = "eos" if len(out) < max_new else "length"
+        elif prefill_accepted and cancel is not None and cancel.is_set():
+            # the prefill's forward may already hold the whole answer (stop included): a request
+            # cancelled meanwhile (superseded by the next keystroke's) still ends as cancelled
+            ended, finish = True, "cancelled"
         while not ended:
             if pending in eos:
                 finish = "eos"
@@ -520,8 +524,8 @@ class SpeculativeDecoder:
             text = tok.decode(out, skip_special_tokens=True)
         if stop:
             cut = min((i for i in (text.find(s, skip) for s in stop if s) if i >= 0), default=-1)
-            if cut >= 0:
-                text, finish = text[:cut], "stop"
+            if cut >= 0:  # a cancelled request stays cancelled: its caller no longer wants the answer
+                text, finish = text[:cut], ("cancelled" if finish == "cancelled" else "stop")
         forward_passes = len(accepted_lengths)
         stats = {
             "method": self.method,

@@ -127,3 +127,41 @@ def test_a_healed_warm_prompt_verifies_its_draft_under_the_constraint(tiny_coder
         healed += 1
         drafted += got.stats["prefill_draft_accepted"] >= 1
     assert healed >= 2 and drafted >= 1
+
+
+def test_a_request_cancelled_during_the_prefill_forward_ends_cancelled(tiny_coder, real_code_prompts, monkeypatch):
+    """The prefill's forward can hold a whole answer, stop string included; a request cancelled meanwhile
+    (the editor's next keystroke superseded it) must still end as cancelled, so the server answers it
+    empty (editors/vscode e2e "cancel-previous"). An oracle drafter proposes ar's own line."""
+    import threading
+
+    from engine.draft_tree import SOURCE_CONTEXT
+
+    ar = SpeculativeDecoder(tiny_coder, "ar")
+    fc = SpeculativeDecoder(tiny_coder, "copyspec")
+    tok = tiny_coder.tokenizer
+    for _, ids in real_code_prompts:
+        prompt = ids[:PREFILL_DRAFT_MAX_TOKENS]  # short enough for the merged prefill, cold
+        line = ar.generate(prompt, max_new_tokens=16, stop=["\n"])
+        if line.finish_reason != "stop" or len(line.token_ids) < 2:
+            continue
+
+        class Oracle:
+            def reset(self, prompt):
+                pass
+
+            def propose(self, context):
+                return DraftTree.from_chain(line.token_ids, SOURCE_CONTEXT)
+
+            def observe(self, *args):
+                pass
+
+        monkeypatch.setattr(fc, "_make_drafter", lambda *a, **k: Oracle())
+        assert fc.generate(prompt, max_new_tokens=16, stop=["\n"]).finish_reason == "stop"
+        cancel = threading.Event()
+        cancel.set()
+        res = fc.generate(prompt, max_new_tokens=16, stop=["\n"], cancel=cancel)
+        assert res.stats["prefill_draft_accepted"] == len(line.token_ids)
+        assert res.finish_reason == "cancelled" and res.stats["forward_passes"] == 0
+        return
+    pytest.skip("no prompt whose greedy line ends within 16 tokens")
