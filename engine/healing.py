@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .draft_tree import DraftTree
-from .verify import SamplingParams, choose_token
+from .verify import SamplingParams, accept, choose_token
 
 #: How many trailing prompt tokens healing may remove (llguidance's look-back).
 MAX_HEAL_TOKENS = 4
@@ -179,24 +179,21 @@ def consistent_subtree(tree: DraftTree, remaining: bytes, table: TokenBytes) -> 
 def accept_constrained(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
                        generator: torch.Generator | None, remaining: bytes,
                        table: TokenBytes) -> tuple[list[int], int]:
-    """:func:`engine.verify.accept` under the constraint ``remaining``: from the pending token, each visited
-    position chooses its token with :func:`choose_constrained` (what remains advances along the path), and
-    the walk descends while that token is a child. Exact: a constrained step would choose the same way.
+    """:func:`engine.verify.accept` under the constraint ``remaining``: each visited position chooses its
+    token with :func:`choose_constrained`, what remains advancing along the walk (the walk only goes on
+    through the token just chosen). Exact: a constrained step would choose the same way.
 
     Args:
         logits: (1 + N, V) from :func:`engine.verify.tree_forward`.
     Returns:
         ``(path, bonus)``: accepted node indices, root to leaf, and the next token.
     """
-    children = tree.children
-    path: list[int] = []
-    node = -1
-    while True:
-        token = choose_constrained(logits[node + 1], params, generator, remaining, table)
-        child = children.get((node, token))
-        if child is None:
-            return path, token
-        path.append(child)
-        node = child
-        if remaining:
-            remaining = table.advance(remaining, token)
+    left = [remaining]
+
+    def choose(row: torch.Tensor) -> int:
+        token = choose_constrained(row, params, generator, left[0], table)
+        if left[0]:
+            left[0] = table.advance(left[0], token)
+        return token
+
+    return accept(logits, tree, params, generator, choose)

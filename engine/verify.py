@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -95,11 +95,15 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
 
 
 def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
-           generator: torch.Generator | None) -> tuple[list[int], int]:
+           generator: torch.Generator | None,
+           choose: Callable[[torch.Tensor], int] | None = None) -> tuple[list[int], int]:
     """Walk the tree and choose the accepted path and the model's own next token.
 
     Args:
         logits: (1 + N, V) from :func:`tree_forward`.
+        choose: the token at each visited position from its (V,) logits, called root first along the
+            walk (default :func:`choose_token`); token healing passes a constrained chooser
+            (:func:`engine.healing.accept_constrained`).
     Returns:
         ``(path, bonus)``: node indices of the accepted draft tokens (root to leaf, possibly empty)
         and the token the model chose after the last accepted node. Greedy: each accepted node
@@ -109,7 +113,7 @@ def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
     children = tree.children
     path: list[int] = []
     node = -1
-    if params.greedy:
+    if choose is None and params.greedy:
         best = logits.argmax(-1).tolist()
         while True:
             token = best[node + 1]
@@ -118,8 +122,11 @@ def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
                 return path, token
             path.append(child)
             node = child
+    if choose is None:
+        def choose(row: torch.Tensor) -> int:
+            return choose_token(row, params, generator)
     while True:
-        token = choose_token(logits[node + 1], params, generator)
+        token = choose(logits[node + 1])
         child = children.get((node, token))
         if child is None:
             return path, token
