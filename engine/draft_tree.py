@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from . import native
-from .acceptance import (AcceptanceEstimator, bucket_bases, choose_by_cost, keys_from_bases,
-                         keys_from_bases_array)
+from .acceptance import (ALTERNATIVE_STRIDE, AcceptanceEstimator, alternatives, bucket_bases, choose_by_cost,
+                         keys_from_bases, keys_from_bases_array)
 
 #: Bits of :attr:`DraftTree.sources`: which draft source proposed a node.
 SOURCE_CACHE = 1
@@ -266,7 +266,7 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     # then insertion order.
     keys = probs = None
     if sized:
-        keep, keys, probs = _choose_by_estimate(cells, depth, source, best_share, match, budget, min_prob,
+        keep, keys, probs = _choose_by_estimate(cells, parent, depth, source, best_share, match, budget, min_prob,
                                                 estimator, cost)
     else:
         order = np.lexsort((np.arange(n), token, depth, -weight))
@@ -378,13 +378,13 @@ def _prefix_closed(keep: np.ndarray, cells: np.ndarray) -> np.ndarray:
     return out
 
 
-def _choose_by_estimate(cells, depth, source, share, match, budget, min_prob, estimator, cost):
+def _choose_by_estimate(cells, parent, depth, source, share, match, budget, min_prob, estimator, cost):
     """Kept nodes ((N,) bool), every node's estimate bucket ((N,) int64) and estimated probability ((N,)
     float64, P(accepted | parent accepted)), by expected tokens per cost. ``share``: (N,) the node's
-    largest share of one source's continuations; ``cells``: see :func:`_trie`."""
-    from .acceptance import bucket_keys, choose_by_cost  # noqa: PLC0415
+    largest share of one source's continuations; ``parent``: (N,) int64; ``cells``: see :func:`_trie`."""
+    from .acceptance import alternatives, bucket_keys, choose_by_cost  # noqa: PLC0415
 
-    keys = bucket_keys(source, depth, share, match)
+    keys = bucket_keys(source, depth, share, match, alternatives(parent.tolist(), share.tolist()))
     p = estimator.estimate(keys, share)
     p[share < min_prob - 1e-12] = 0.0
     # path probability: the product of the estimates along the root-to-node path, a running product
@@ -537,6 +537,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
         return tree
 
     # Estimates P(node accepted | parent accepted) and path probabilities (their products to the root).
+    base = [b + ALTERNATIVE_STRIDE if alt else b for b, alt in zip(base, alternatives(parent, best))]
     small = n <= SIZED_PYTHON_NODES
     probs = None
     if small and type(estimator).estimate is AcceptanceEstimator.estimate:  # its estimate_list is the same

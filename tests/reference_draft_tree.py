@@ -87,7 +87,17 @@ def _choose_by_estimate(parent, depth, source, share, match, budget, min_prob, e
     par = np.asarray(parent, dtype=np.int64)
     dep = np.asarray(depth, dtype=np.int64)
     sh = np.asarray([max(row) for row in share], dtype=np.float64)
-    keys = bucket_keys(np.asarray(source, dtype=np.int64), dep, sh, np.asarray(match, dtype=np.int64))
+    # an alternative: not its parent's first choice, the first child in id order that no later sibling
+    # beats by a larger share (NaN beats nothing and is beaten by nothing)
+    alt = [True] * len(par)
+    for up in set(par.tolist()):
+        siblings = [i for i in range(len(par)) if par[i] == up]
+        first = siblings[0]
+        for j in siblings[1:]:
+            if sh[j] > sh[first]:
+                first = j
+        alt[first] = False
+    keys = bucket_keys(np.asarray(source, dtype=np.int64), dep, sh, np.asarray(match, dtype=np.int64), np.asarray(alt))
     p = estimator.estimate(keys, sh)
     p[sh < min_prob - 1e-12] = 0.0
     path = np.empty(len(par), dtype=np.float64)

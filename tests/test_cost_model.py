@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import loaded_random
-from engine.acceptance import AcceptanceEstimator, bucket_keys, choose_by_cost
+from engine.acceptance import AcceptanceEstimator, alternatives, bucket_keys, choose_by_cost
 from engine.cost_model import VerifyCost, load_or_measure_verify_cost, measure_verify_cost
 from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates, build_draft_tree
 
@@ -165,4 +165,63 @@ def test_learning_from_small_and_large_trees_counts_the_same():
         finally:
             acc.UPDATE_PYTHON_NODES = old
         assert np.array_equal(small.tried, large.tried) and np.array_equal(small.accepted, large.accepted)
+        assert np.array_equal(small.pooled_tried, large.pooled_tried)
+        assert np.array_equal(small.pooled_accepted, large.pooled_accepted)
         assert small.tried.sum() == np.isin(parents, [-1, *path]).sum() and small.accepted.sum() == len(path)
+
+
+def test_alternatives_are_the_siblings_of_each_parents_largest_share():
+    # root children 0 (share 0.5), 1 (0.7), 4 (0.7: a tie, the earlier id wins); node 0's children 2, 3
+    parents = [-1, -1, 0, 0, -1]
+    shares = [0.5, 0.7, 0.2, 0.2, 0.7]
+    assert alternatives(parents, shares) == [True, False, False, True, True]
+    assert alternatives([], []) == []
+
+
+def test_what_one_source_learns_carries_to_the_others():
+    """Buckets back off to the pooled estimate over sources: a run that learned that deep unanimous context
+    copies are accepted 96% of the time estimates a repository node of the same depth, share and match
+    length far above the untrained prior (PRIOR_SCALE x share), before the repository's own bucket has data."""
+    import engine.acceptance as acc
+
+    rng = np.random.default_rng(0)
+    est = AcceptanceEstimator()
+    ctx = bucket_keys(np.array([SOURCE_CONTEXT]), np.array([6]), np.array([1.0]), np.array([13]))
+    repo = bucket_keys(np.array([SOURCE_REPO]), np.array([6]), np.array([1.0]), np.array([13]))
+    fresh = est.estimate(repo, np.array([1.0]))[0]
+    for _ in range(300):
+        est.update(ctx, np.array([-1]), [0] if rng.random() < 0.96 else [])
+    assert est.tried[repo[0]] == 0
+    assert fresh == pytest.approx(acc.PRIOR_SCALE)
+    assert est.estimate(repo, np.array([1.0]))[0] == pytest.approx(0.96, abs=0.03)
+    assert est.estimate(ctx, np.array([1.0]))[0] == pytest.approx(0.96, abs=0.03)
+
+
+def test_alternatives_are_estimated_apart_from_first_choices():
+    """Two sources that each agree with themselves but propose different tokens give both children a share
+    of 1: the alternative starts lower, and what it learns leaves the first choice's estimate alone."""
+    est = AcceptanceEstimator()
+    args = (np.array([SOURCE_CONTEXT] * 2), np.array([1, 1]), np.array([1.0, 1.0]), np.array([4, 4]))
+    first, alt = bucket_keys(*args, np.array([False, True]))
+    before = est.estimate(np.array([first, alt]), np.array([1.0, 1.0]))
+    assert before[1] < 0.5 * before[0]
+    for _ in range(200):  # the first choice accepted, its alternative never
+        est.update(np.array([first, alt]), np.array([-1, -1]), [0])
+    after = est.estimate(np.array([first, alt]), np.array([1.0, 1.0]))
+    assert after[0] > 0.95 and after[1] < 0.03
+
+
+def test_a_trained_estimator_prunes_alternatives_from_the_tree():
+    """Two continuations of equal share from one source: the first (the earlier id) is always the one
+    accepted. Pooled in one bucket each would be estimated 0.5 and both kept; as first choice and
+    alternative, the tree becomes the first choice's chain (the other branch no longer pays)."""
+    est = AcceptanceEstimator()
+    parts = [_candidates([[1, 2, 3, 4], [7, 8, 9]], [1, 1], SOURCE_CONTEXT, 9)]
+    cost = VerifyCost([1, 2, 4, 8], [1.1, 1.2, 1.3, 1.5], 7.0, 512)
+    wide = build_draft_tree(parts, 16, 0.0, est, cost)
+    assert {int(t) for t in wide.tokens[wide.depths == 1]} == {1, 7}
+    for _ in range(100):
+        tree = build_draft_tree(parts, 16, 0.0, est, cost)
+        est.update(tree.keys, tree.parents, [i for i, t in enumerate(tree.tokens.tolist()) if t in (1, 2, 3, 4)])
+    chain = build_draft_tree(parts, 16, 0.0, est, cost)
+    assert chain.tokens.tolist() == [1, 2, 3, 4]

@@ -69,7 +69,9 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_build_sized.restype = i64
     lib.fc_build_sized.argtypes = [i64, i64, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr,  # rows and sources
                                    i64, ptr, i64, ptr, i64, i64,                  # bucket layout
-                                   ptr, ptr, i64, dbl, dbl, dbl, i64, ptr, i64,   # estimator, choice
+                                   ptr, ptr, i64, dbl,                            # estimator
+                                   ptr, ptr, i64, dbl, i64, i64, dbl,             # pooled, alternatives
+                                   dbl, dbl, i64, ptr, i64,                       # prior, choice
                                    ptr,                                           # node count out
                                    ptr, ptr, ptr, ptr, ptr, ptr, ptr]             # kept nodes out
     lib.fc_suffix_draft.restype = i64

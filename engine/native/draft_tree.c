@@ -83,6 +83,9 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
                        int64_t depth_buckets, const double *share_edges, int64_t n_share_edges,
                        const int64_t *match_edges, int64_t n_match_edges, int64_t source_slots,
                        const double *accepted, const double *tried, int64_t n_buckets, double strength,
+                       const double *pooled_accepted, const double *pooled_tried, int64_t n_pooled,
+                       double pool_strength, int64_t alternative_stride, int64_t source_stride,
+                       double alternative_prior,
                        double prior_scale, double min_prob, int64_t budget, const double *ctable,
                        int64_t ctable_len, int64_t *n_nodes,
                        int64_t *o_token, int64_t *o_parent, int64_t *o_depth, int64_t *o_key, uint8_t *o_source,
@@ -100,9 +103,11 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
     double *weight = malloc(sizeof(double) * cap), *best = malloc(sizeof(double) * cap);
     double *part_share = malloc(sizeof(double) * cap), *prob = malloc(sizeof(double) * cap);
     double *path = malloc(sizeof(double) * cap);
+    int64_t *first_choice = malloc(sizeof(int64_t) * (cap + 1));
     order_key *order = malloc(sizeof(order_key) * cap);
     if (!parent || !token || !depth || !source || !match || !base || !first_child || !next_sibling || !touched ||
-        !touch_order || !key || !kept || !new_index || !weight || !best || !part_share || !prob || !path || !order) {
+        !touch_order || !key || !kept || !new_index || !weight || !best || !part_share || !prob || !path || !order ||
+        !first_choice) {
         result = -2;
         goto done;
     }
@@ -165,18 +170,34 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
     *n_nodes = n;
     if (n == 0) goto done;
 
+    /* Each parent's first choice (acceptance.alternatives): its child with the largest best share, ties to
+       the lowest id; first_choice[parent + 1], the root's at 0. */
+    for (int64_t i = 0; i <= n; i++) first_choice[i] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = first_choice[parent[i] + 1];
+        if (j < 0 || best[i] > best[j]) first_choice[parent[i] + 1] = i;
+    }
+
     /* Estimates P(node accepted | parent accepted) and path probabilities (AcceptanceEstimator.estimate). */
     int64_t share_stride = n_match_edges + 1;
     double cut = min_prob - 1e-12, total = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t k = base[i] + share_stride * bisect_right_d(share_edges, n_share_edges, best[i]);
+        int alternative = first_choice[parent[i] + 1] != i;
+        int64_t k = base[i] + share_stride * bisect_right_d(share_edges, n_share_edges, best[i])
+                    + (alternative ? alternative_stride : 0);
         if (k < 0 || k >= n_buckets) { result = -1; goto done; }
+        int64_t pk = (k / alternative_stride) * source_stride + k % source_stride;
+        if (pk < 0 || pk >= n_pooled) { result = -1; goto done; }
         key[i] = k;
         double s = best[i];
         double clipped = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+        double prior = prior_scale * clipped;
+        if (alternative) prior = prior * alternative_prior;
+        double pooled_denominator = pooled_tried[pk] + pool_strength;
         double denominator = tried[k] + strength;
-        if (denominator == 0.0) { result = -1; goto done; }
-        double q = (accepted[k] + strength * (prior_scale * clipped)) / denominator;
+        if (denominator == 0.0 || pooled_denominator == 0.0) { result = -1; goto done; }
+        double pooled = (pooled_accepted[pk] + pool_strength * prior) / pooled_denominator;
+        double q = (accepted[k] + strength * pooled) / denominator;
         if (min_prob > 0.0 && s < cut) q = 0.0;
         prob[i] = q;
         path[i] = parent[i] >= 0 ? q * path[parent[i]] : q;
@@ -239,7 +260,7 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
 done:
     free(parent); free(token); free(depth); free(source); free(match); free(base); free(first_child);
     free(next_sibling); free(touched); free(touch_order); free(key); free(kept); free(new_index); free(weight);
-    free(best); free(part_share); free(prob); free(path); free(order);
+    free(best); free(part_share); free(prob); free(path); free(order); free(first_choice);
     return result;
 }
 

@@ -12,7 +12,8 @@ import threading
 
 import numpy as np
 
-from ..acceptance import DEPTH_BUCKETS, MATCH_EDGES, PRIOR_SCALE, SHARE_EDGES, SOURCE_SLOTS, AcceptanceEstimator
+from ..acceptance import (ALTERNATIVE_PRIOR, ALTERNATIVE_STRIDE, DEPTH_BUCKETS, MATCH_EDGES, PRIOR_SCALE,
+                          SHARE_EDGES, SOURCE_SLOTS, SOURCE_STRIDE, AcceptanceEstimator)
 from ..draft_tree import DraftTree
 
 
@@ -34,7 +35,7 @@ class _NativeScratch:
         self.share_edges = np.asarray(SHARE_EDGES, dtype=np.float64)
         self.match_edges = np.asarray(MATCH_EDGES, dtype=np.int64)
         self.fits = (rows, width, parts, table)
-        self.estimator = (None, None, 0, 0)  # (accepted, tried, their addresses)
+        self.estimator = (None,) * 8  # (accepted, tried, pooled accepted, pooled tried, their addresses)
         a = lambda arr: arr.ctypes.data  # noqa: E731
         self.ptr = (a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]), a(self.part_ints[1]),
                     a(self.part_floats[0]), a(self.part_floats[1]), a(self.share_edges), a(self.match_edges),
@@ -42,11 +43,12 @@ class _NativeScratch:
                     a(self.out_ints[2]), a(self.out_ints[3]), a(self.out_sources), a(self.out_floats[0]),
                     a(self.out_floats[1]))
 
-    def estimator_pointers(self, accepted: np.ndarray, tried: np.ndarray) -> tuple[int, int]:
+    def estimator_pointers(self, *arrays: np.ndarray) -> tuple[int, ...]:
+        """The addresses of the estimator's four count arrays (cached while they are the same objects)."""
         cached = self.estimator
-        if cached[0] is not accepted or cached[1] is not tried:
-            self.estimator = cached = (accepted, tried, accepted.ctypes.data, tried.ctypes.data)
-        return cached[2], cached[3]
+        if any(c is not a for c, a in zip(cached, arrays)):
+            self.estimator = cached = (*arrays, *(a.ctypes.data for a in arrays))
+        return cached[4:]
 
 
 #: One scratch per thread: ctypes releases the GIL during the C call, so two threads drafting at once
@@ -69,10 +71,9 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
         The :class:`engine.draft_tree.DraftTree` (``keys`` and ``probs`` set), or None where the C code leaves
         the input to the Python path (NaN estimates or costs, a zero denominator, odd estimator arrays).
     """
-    accepted, tried = estimator.accepted, estimator.tried
-    if not (type(accepted) is np.ndarray and type(tried) is np.ndarray and accepted.dtype == np.float64
-            and tried.dtype == np.float64 and accepted.flags.c_contiguous and tried.flags.c_contiguous
-            and len(accepted) == len(tried)):
+    beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
+    if not (all(type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous for a in beta)
+            and len(beta[0]) == len(beta[1]) and len(beta[2]) == len(beta[3])):
         return None
     n_rows = sum(len(p[1]) for p in prepared)
     width = max(p[0].shape[1] for p in prepared)
@@ -96,12 +97,14 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
         sc.part_floats[0, j], sc.part_floats[1, j] = part_weight, total
     upto = getattr(cost, "upto", None)
     sc.table[:m + 1] = upto(m) if upto is not None else cost.c(np.arange(m + 1))
-    acc_ptr, tried_ptr = sc.estimator_pointers(accepted, tried)
+    acc_ptr, tried_ptr, pooled_acc_ptr, pooled_tried_ptr = sc.estimator_pointers(*beta)
     p = sc.ptr
     kept = lib.fc_build_sized(
         n_rows, width, p[0], p[1], p[2], n_parts, p[3], p[4], p[5], p[6],
         DEPTH_BUCKETS, p[7], len(SHARE_EDGES), p[8], len(MATCH_EDGES), SOURCE_SLOTS,
-        acc_ptr, tried_ptr, len(accepted), float(estimator.prior_strength), PRIOR_SCALE, float(min_prob),
+        acc_ptr, tried_ptr, len(beta[0]), float(estimator.prior_strength),
+        pooled_acc_ptr, pooled_tried_ptr, len(beta[2]), float(estimator.pool_strength), ALTERNATIVE_STRIDE,
+        SOURCE_STRIDE, ALTERNATIVE_PRIOR, PRIOR_SCALE, float(min_prob),
         int(budget), p[9], m + 1, p[10], *p[11:])
     if kept < 0:
         return None
