@@ -109,6 +109,18 @@ def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, 
     return loaded, tasks, refs, _load_common(loaded, common), repos
 
 
+def add_replay_arguments(ap) -> None:
+    """The options of :func:`replay_setup` on an ``argparse`` parser: --model, --repo, --common,
+    --task-kind, --tasks (default 10), --seed, --max-new-tokens (the bench's task set)."""
+    ap.add_argument("--model", default=str(DEFAULT_MODEL))
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--common", default="stdlib")
+    ap.add_argument("--task-kind", default="function")
+    ap.add_argument("--tasks", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(DEFAULT_MODEL))

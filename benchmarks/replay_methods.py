@@ -28,7 +28,9 @@ Usage (from the repository root)::
 Methods are ``fastcoder bench``'s names (``engine.bench.runner.METHOD_SPECS``; ``suffix`` needs
 arctic-inference). Prints one JSON line per method: steps (forward passes), accepted length, mean draft
 tree size, drafting ms per step, predicted speedup with and without the drafting time, and the
-expected vs accepted draft tokens per step when the drafter gives node estimates (calibration).
+expected vs accepted draft tokens per step when the drafter gives node estimates (calibration), and per
+node role (a parent's first choice, or an alternative to it) the tried nodes' accepted and estimated
+rates of P(accepted | parent accepted).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import DEFAULT_MODEL, replay, replay_setup  # noqa: E402
+from measure_drafting import add_replay_arguments, replay, replay_setup  # noqa: E402
 
 
 def expected_tokens(tree) -> float:
@@ -67,7 +69,11 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
     runner._ESTIMATORS.clear()  # a fresh estimator, suffix cache and history per method, as in one bench run
     runner._SUFFIX_CACHES.clear()
     runner._HISTORIES.clear()
+    from engine.acceptance import ALTERNATIVE_STRIDE  # noqa: PLC0415
+
     sizes, expected, accepted_draft = [], [], []
+    roles = {"first_choice": [0, 0, 0.0], "alternative": [0, 0, 0.0]}  # tried, accepted, sum of estimates
+    last = []  # the tree of the step being verified
     steps = tokens = 0
     drafting_ms = 0.0
     for task in tasks:
@@ -83,9 +89,26 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
             tree = propose(ctx)
             sizes.append(tree.n_draft)
             expected.append(expected_tokens(tree))
+            last[:] = [tree]
             return tree
 
         drafter.propose = recording_propose
+        if dec.estimator is not None and not hasattr(dec.estimator, "_replay_update"):
+            update = dec.estimator._replay_update = dec.estimator.update
+
+            def recording_update(keys, parents, path, update=update):
+                tree = last[0]
+                if tree.probs is not None:  # each tried node's estimate, by its role
+                    reached = {-1, *path}
+                    for i, (key, up) in enumerate(zip(keys.tolist(), parents.tolist())):
+                        if up in reached:
+                            role = roles["alternative" if key >= ALTERNATIVE_STRIDE else "first_choice"]
+                            role[0] += 1
+                            role[1] += i in path
+                            role[2] += float(tree.probs[i])
+                update(keys, parents, path)
+
+            dec.estimator.update = recording_update
         if record is not None and hasattr(drafter, "candidates"):
             candidates = drafter.candidates
 
@@ -109,18 +132,14 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
             "predicted_speedup": round(plain_ms / (verify_ms + drafting_ms), 3),
             "predicted_speedup_without_drafting": round(plain_ms / verify_ms, 3),
             "expected_draft_tokens_per_step": round(statistics.fmean(known), 3) if known else None,
-            "accepted_draft_tokens_per_step": round(statistics.fmean(accepted_draft), 3) if accepted_draft else 0.0}
+            "accepted_draft_tokens_per_step": round(statistics.fmean(accepted_draft), 3) if accepted_draft else 0.0,
+            "calibration": {name: {"tried": n, "accepted_rate": round(a / n, 3), "estimated_rate": round(e / n, 3)}
+                            for name, (n, a, e) in roles.items() if n}}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(DEFAULT_MODEL))
-    ap.add_argument("--repo", required=True)
-    ap.add_argument("--common", default="stdlib")
-    ap.add_argument("--task-kind", default="function")
-    ap.add_argument("--tasks", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    add_replay_arguments(ap)
     ap.add_argument("--methods", default="copyspec,suffix,fastcoder")
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--record-candidates", default=None, metavar="PKL",
