@@ -126,6 +126,8 @@ def test_a_healed_warm_prompt_verifies_its_draft_under_the_constraint(tiny_coder
         assert got.token_ids == _greedy_under_constraint(tiny_coder, kept, removed, table, 20)
         healed += 1
         drafted += got.stats["prefill_draft_accepted"] >= 1
+        if healed >= 2 and drafted >= 1:
+            break  # enough cases: each reference re-reads the whole sequence per token
     assert healed >= 2 and drafted >= 1
 
 
