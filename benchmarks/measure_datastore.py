@@ -7,7 +7,7 @@ Usage (from the repository root)::
 - D_c: the running interpreter's standard library, built into the normal cache location
   (``--rebuild`` forces a fresh build; otherwise an existing cache entry is reused and its build time
   reported as ``null``). Load time and resident memory (VmRSS from /proc/self/status) are taken in a
-  fresh child process that imports only ``engine/datastore.py`` (not torch), before and after load and
+  fresh child process that imports only ``engine.datastore`` (not torch), before and after load and
   after the search run has paged the arrays in.
 - Search latency: ``Datastore.search`` with the defaults (n_max 16, n_min 2, draft_len 16, max_matches
   128) on ``--contexts`` contexts of 64 tokens cut at random positions from third-party code installed
@@ -79,13 +79,14 @@ def sample_contexts(tokenizer, n: int, length: int = 64, seed: int = 0) -> list[
 
 
 CHILD = r"""
-import importlib.util, json, sys, time
+import json, sys, time
 from pathlib import Path
 def rss():
     for line in Path('/proc/self/status').read_text().splitlines():
         if line.startswith('VmRSS:'): return int(line.split()[1]) / 1024
-spec = importlib.util.spec_from_file_location('fc_datastore', sys.argv[1])
-mod = importlib.util.module_from_spec(spec); sys.modules['fc_datastore'] = mod; spec.loader.exec_module(mod)
+sys.path.insert(0, sys.argv[1])
+import engine.datastore as mod  # engine's __init__ imports torch lazily: this loads numpy and the datastore only
+assert 'torch' not in sys.modules
 import numpy as np
 contexts = json.loads(Path(sys.argv[3]).read_text())
 before = rss()
@@ -118,7 +119,7 @@ def measure_common(tokenizer, contexts, rebuild: bool) -> dict:
         build_s = time.perf_counter() - t0
     ctx_file = Path("/tmp/fastcoder_measure_contexts.json")
     ctx_file.write_text(json.dumps(contexts))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(REPO / "engine" / "datastore.py"), str(path),
+    out = subprocess.run([sys.executable, "-c", CHILD, str(REPO), str(path),
                           str(ctx_file), fp], capture_output=True, text=True, check=True)
     child = json.loads(out.stdout)
     wall_ms = [x * 1e3 for x in child["wall"]]
