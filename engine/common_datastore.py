@@ -26,7 +26,8 @@ import numpy as np
 
 from .cache_paths import cache_root
 from .datastore import FORMAT_VERSION, Datastore, DatastoreError, remove_stale_temporaries
-from .repo_datastore import SourceFilter, read_source_text, tokenize_texts
+from .source_chunks import tokenize_texts
+from .source_files import SourceFilter, read_source_text
 
 log = logging.getLogger(__name__)
 

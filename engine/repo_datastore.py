@@ -15,289 +15,29 @@ When overlay + tombstone pass ``merge_tokens`` tokens the base is rebuilt from t
 cache (no re-tokenisation). Results equal a rebuild from scratch (same match_length, continuation
 rows and counts) whenever ``max_matches`` is not limiting.
 
-Files indexed: text files with a code-like extension (:data:`SOURCE_EXTENSIONS`), at most
-``max_file_bytes``, valid UTF-8, no NUL byte in the first 8 KiB; ``.gitignore`` files (nested ones
-too, gitwildmatch via pathspec) and ``exclude`` globs are honoured; ``.git``, virtual environments
-(``.venv``, ``venv``, any directory holding ``pyvenv.cfg``), ``node_modules`` and ``__pycache__``
-are always skipped.
+Which files are indexed: :mod:`engine.source_files`; how their text becomes token ids:
+:mod:`engine.source_chunks`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
-import stat
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
-import pathspec
 
 from .datastore import (SEPARATOR, Datastore, DatastoreError, MatchState, Retrieval, count_rows,
                         longest_length, prepare_context, sample_range)
+from .source_chunks import TOKENIZE_BATCH_CHARS, ChunkEncoder, split_chunks, tokenize_texts
+from .source_files import (BINARY_SNIFF_BYTES, SKIP_DIRS, SOURCE_EXTENSIONS, SourceFilter, iter_source_files,
+                           read_source_text)
 
 __all__ = ["SOURCE_EXTENSIONS", "SKIP_DIRS", "RepoDatastore", "SourceFilter", "ChunkEncoder",
            "read_source_text", "iter_source_files", "tokenize_texts", "split_chunks"]
-
-#: File extensions (lower case, with the dot) that are indexed.
-SOURCE_EXTENSIONS = frozenset("""
-.py .pyi .pyx .pxd .ipynb .js .mjs .cjs .ts .tsx .jsx .vue .svelte .go .rs .java .kt .kts .scala .swift
-.c .h .cpp .hpp .cc .hh .cxx .hxx .m .mm .cs .fs .rb .php .pl .pm .lua .r .jl .dart .ex .exs .erl .hs
-.ml .mli .clj .sh .bash .zsh .fish .ps1 .bat .sql .graphql .proto .thrift .html .htm .css .scss .sass
-.less .xml .toml .yaml .yml .json .jsonc .md .rst .txt .cfg .ini .conf .cmake .mk .gradle .tf .nix
-.zig .vim .el .tex .dockerfile
-""".split())
-#: Extension-less file names that are indexed.
-SOURCE_NAMES = frozenset({"Makefile", "Dockerfile", "CMakeLists.txt", "Justfile", "Rakefile", "Gemfile"})
-#: Directory names never entered.
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__",
-                       ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".eggs"})
-_BINARY_SNIFF_BYTES = 8192
-_TOKENIZE_BATCH_CHARS = 2_000_000
-
-
-# ----------------------------------------------------------------------------------- file filter
-
-
-def read_source_text(path: str | os.PathLike, max_file_bytes: int = 1_000_000) -> str | None:
-    """The text of ``path`` if it is an indexable text file, else None.
-
-    None for: not a regular file (a FIFO, socket or device is never read: opening is non-blocking
-    and the type is checked on the open descriptor, so a FIFO cannot block the caller), a symlink
-    loop, unreadable, larger than ``max_file_bytes`` bytes, a NUL byte in the first 8 KiB (binary),
-    or not valid UTF-8. Never raises.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except (OSError, ValueError):
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_file_bytes:
-            return None
-        with os.fdopen(fd, "rb", closefd=True) as fh:
-            fd = -1
-            data = fh.read(max_file_bytes + 1)
-    except OSError:
-        return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) > max_file_bytes or b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def has_source_extension(name: str) -> bool:
-    """Whether a file name looks like source code or text (see :data:`SOURCE_EXTENSIONS`)."""
-    if name in SOURCE_NAMES:
-        return True
-    return os.path.splitext(name)[1].lower() in SOURCE_EXTENSIONS
-
-
-def _load_gitignore(directory: Path) -> pathspec.PathSpec | None:
-    text = read_source_text(directory / ".gitignore")  # never blocks on a FIFO named .gitignore
-    if text is None:
-        return None
-    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
-
-
-@dataclass
-class SourceFilter:
-    """Which files under ``root`` are indexed: ``.gitignore`` files, ``exclude`` globs (gitwildmatch,
-    relative to root), skipped directories, the extension list and ``max_file_bytes``."""
-
-    root: Path
-    exclude: Sequence[str] = ()
-    max_file_bytes: int = 1_000_000
-    _exclude_spec: pathspec.PathSpec | None = field(default=None, init=False, repr=False)
-    _gitignores: dict = field(default_factory=dict, init=False, repr=False)  # rel dir -> spec|None
-
-    def __post_init__(self) -> None:
-        self.root = Path(self.root).resolve()
-        self._exclude_spec = pathspec.GitIgnoreSpec.from_lines(list(self.exclude)) if self.exclude else None
-
-    def relpath(self, path: str | os.PathLike) -> str | None:
-        """Root-relative POSIX path of ``path`` (absolute, or relative to root), None outside root."""
-        p = Path(path)
-        if not p.is_absolute():
-            p = self.root / p
-        try:
-            rel = Path(os.path.abspath(p)).relative_to(self.root)
-        except ValueError:
-            try:
-                rel = p.resolve().relative_to(self.root)
-            except (ValueError, OSError):
-                return None
-        s = rel.as_posix()
-        return None if s in ("", ".") else s
-
-    def _gitignore(self, rel_dir: str) -> pathspec.PathSpec | None:
-        if rel_dir not in self._gitignores:
-            self._gitignores[rel_dir] = _load_gitignore(self.root / rel_dir if rel_dir else self.root)
-        return self._gitignores[rel_dir]
-
-    def is_ignored(self, rel: str, is_dir: bool) -> bool:
-        """gitignore + exclude verdict for a root-relative path (directories: pass is_dir=True)."""
-        key = rel + "/" if is_dir else rel
-        if self._exclude_spec is not None and self._exclude_spec.match_file(key):
-            return True
-        parts = rel.split("/")
-        verdict = None
-        for depth in range(len(parts)):
-            spec = self._gitignore("/".join(parts[:depth]))
-            if spec is not None:
-                res = spec.check_file("/".join(parts[depth:]) + ("/" if is_dir else ""))
-                if res.include is not None:
-                    verdict = res.include
-        return bool(verdict)
-
-    def skip_dir(self, rel: str) -> bool:
-        """Whether the directory (root-relative) is never entered (skip list, venv, ignored)."""
-        if rel.rsplit("/", 1)[-1] in SKIP_DIRS:
-            return True
-        if (self.root / rel / "pyvenv.cfg").exists():
-            return True
-        return self.is_ignored(rel, is_dir=True)
-
-    def accepts(self, rel: str) -> bool:
-        """Whether a root-relative file path would be indexed (ignoring its content)."""
-        name = rel.rsplit("/", 1)[-1]
-        if not has_source_extension(name):
-            return False
-        parts = rel.split("/")
-        for depth in range(1, len(parts)):
-            if self.skip_dir("/".join(parts[:depth])):
-                return False
-        return not self.is_ignored(rel, is_dir=False)
-
-    def walk(self) -> Iterator[str]:
-        """Root-relative POSIX paths of candidate files, sorted per directory (content not checked)."""
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
-            rel_dir = "" if rel_dir == "." else rel_dir
-            prefix = rel_dir + "/" if rel_dir else ""
-            dirnames[:] = sorted(d for d in dirnames if not self.skip_dir(prefix + d))
-            for name in sorted(filenames):
-                rel = prefix + name
-                if has_source_extension(name) and not self.is_ignored(rel, is_dir=False):
-                    yield rel
-
-
-def iter_source_files(root: str | os.PathLike, exclude: Sequence[str] = (),
-                      max_file_bytes: int = 1_000_000) -> list[Path]:
-    """Absolute paths of the candidate source files under ``root`` (same filter as D_r; content,
-    size and encoding are checked later by :func:`read_source_text`)."""
-    flt = SourceFilter(Path(root), exclude, max_file_bytes)
-    return [flt.root / rel for rel in flt.walk()]
-
-
-def tokenize_texts(tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
-    """Token ids of each text (no special tokens) with a HF tokenizer, batched. Returns int32 arrays."""
-    out: list[np.ndarray] = []
-    batch: list[str] = []
-    size = 0
-
-    def flush() -> None:
-        if batch:
-            ids = tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]
-            out.extend(np.asarray(x, dtype=np.int32) for x in ids)
-            batch.clear()
-
-    for text in texts:
-        if not text:
-            if batch:
-                flush()
-                size = 0
-            out.append(np.empty(0, np.int32))
-            continue
-        batch.append(text)
-        size += len(text)
-        if size >= _TOKENIZE_BATCH_CHARS:
-            flush()
-            size = 0
-    flush()
-    return out
-
-
-# Chunk boundaries: before every line indented by at most 4 spaces or one tab whose first character is
-# not whitespace, placed just before the last whitespace character in front of it (the newline, or
-# the last indentation character). For byte-level BPE tokenizers with GPT-2/Qwen-style pre-tokenizer regexes these
-# positions are pre-token boundaries, so the concatenated chunk tokens equal the whole-text tokens;
-# :class:`ChunkEncoder` checks that on a sample and otherwise tokenises whole files.
-_BOUNDARY_RE = re.compile(r"\n(?: {1,4}|\t)?(?=\S)")
-_CALIBRATION_TEXT = (
-    'import os\nfrom typing import Any  \n\n\nclass Foo(Base):\n    """Doc."""\n\n    x: int = 1\n'
-    "    @property\n    def bar(self, y):\n        if y:\n            return [1, 2]  # c\n"
-    "        return {'a': y}\n\n\tdef tab(self):\n\t\tpass\n\n"
-    'def main() -> None:\n    print("h\u00e9llo w\u00f6rld", 3.5e-3)\n  two = 2\n   three = 3\n'
-    "@decorator\n# comment\n123\n'quote'\n\"dq\"\n.5\n)\n}\n\r\nx\r\n    y\n    \n  \tz\n")
-
-
-def split_chunks(text: str) -> list[str]:
-    """Split ``text`` at content-defined chunk boundaries (see ``_BOUNDARY_RE``); "".join() restores it.
-
-    An edit changes only the chunks around it, so :meth:`RepoDatastore.update` re-tokenises those."""
-    cuts = [m.end() - 1 for m in _BOUNDARY_RE.finditer(text)]
-    out, start = [], 0
-    for c in cuts:
-        if c > start:
-            out.append(text[start:c])
-            start = c
-    if start < len(text) or not out:
-        out.append(text[start:])
-    return out
-
-
-class ChunkEncoder:
-    """Tokenises file texts chunk by chunk with a cache, so an edited file costs only its changed chunks.
-
-    ``chunked`` is decided once per tokenizer: True when chunk-wise tokenisation reproduces whole-text
-    tokenisation on a calibration sample (byte-level BPE tokenizers do); else whole texts are
-    tokenised (always exact, slower updates). Either way build and update use the same scheme, so an
-    incrementally updated D_r equals a rebuild.
-    """
-
-    def __init__(self, tokenizer, chunked: bool | None = None) -> None:
-        self.tokenizer = tokenizer
-        self.chunked = self._calibrate() if chunked is None else bool(chunked)
-
-    def _calibrate(self) -> bool:
-        try:
-            whole = tokenize_texts(self.tokenizer, [_CALIBRATION_TEXT])[0]
-            parts = tokenize_texts(self.tokenizer, split_chunks(_CALIBRATION_TEXT))
-            return bool(np.array_equal(whole, np.concatenate(parts)))
-        except Exception:  # a tokenizer that cannot batch: whole files
-            return False
-
-    def encode(self, texts: Sequence[str], cache: dict | None = None
-               ) -> tuple[list[np.ndarray], list[dict]]:
-        """Token ids ((k,) int32 per text), reusing ``cache`` (chunk text -> ids) for known chunks.
-
-        Returns (ids per text, per text the cache entries of its chunks; empty dicts when not chunked).
-        """
-        if not self.chunked:
-            return tokenize_texts(self.tokenizer, texts), [{} for _ in texts]
-        cache = cache if cache is not None else {}
-        split = [split_chunks(t) if t else [] for t in texts]
-        missing = list(dict.fromkeys(c for chunks in split for c in chunks if c not in cache))
-        new = dict(zip(missing, tokenize_texts(self.tokenizer, missing))) if missing else {}
-        ids, entries = [], []
-        for chunks in split:
-            own = {c: (new[c] if c in new else cache[c]) for c in chunks}
-            arrs = [own[c] for c in chunks]
-            entries.append(own)
-            if not arrs:
-                ids.append(np.empty(0, np.int32))
-            else:
-                ids.append(np.concatenate(arrs) if len(arrs) > 1 else arrs[0])
-        return ids, entries
 
 
 def _split_span(text: str, span: tuple[int, int] | None) -> list[str]:
@@ -396,7 +136,7 @@ class RepoDatastore:
             if text is not None:
                 batch[rel] = text
                 chars += len(text)
-            if chars >= _TOKENIZE_BATCH_CHARS or done == total:
+            if chars >= TOKENIZE_BATCH_CHARS or done == total:
                 self._index_texts(batch, shared)
                 batch, chars = {}, 0
                 if progress is not None:
@@ -465,7 +205,7 @@ class RepoDatastore:
             return False
         if text is None:
             text = read_source_text(self._root / rel, self._filter.max_file_bytes)
-        elif len(text) > self._filter.max_file_bytes or "\x00" in text[:_BINARY_SNIFF_BYTES]:
+        elif len(text) > self._filter.max_file_bytes or "\x00" in text[:BINARY_SNIFF_BYTES]:
             text = None
         if text is None:
             self.remove(rel)
@@ -664,3 +404,4 @@ def _longest_live_match(s: _Snapshot, q: np.ndarray, n_min: int, hi: int | None 
 
 def _same_docs(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
