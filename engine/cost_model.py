@@ -29,7 +29,10 @@ log = logging.getLogger(__name__)
 
 #: Draft-tree sizes (tokens) at which c(n) is measured; others are interpolated.
 SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
-FORMAT = 1
+FORMAT = 2  # 2: as many rounds as MEASURE_BUDGET_S allows (1: 7 rounds); a new format measures again
+#: Seconds the measurement at first load may take in all: after its first 7 rounds, more rounds while
+#: within this (steadier medians on a shared machine).
+MEASURE_BUDGET_S = 4.0
 
 
 @dataclass
@@ -42,6 +45,7 @@ class VerifyCost:
         decode_ms: one plain decode step (1 token) in ms, at ``context`` tokens of KV cache.
         context: KV-cache length (tokens) the curve was measured at.
         key: what it was measured for (model, device, dtype, threads).
+        rounds: how many timed rounds the medians are over (0: not measured here).
     """
 
     sizes: list[int]
@@ -49,6 +53,7 @@ class VerifyCost:
     decode_ms: float
     context: int
     key: dict = field(default_factory=dict)
+    rounds: int = 0
 
     def c(self, n: int | np.ndarray) -> np.ndarray | float:
         """c(n) for draft-tree sizes ``n`` (int or int array): 1 at n = 0, linear interpolation between
@@ -114,14 +119,17 @@ def _sync(device: torch.device) -> None:
 
 
 @torch.inference_mode()
-def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZES, repeats: int = 7) -> VerifyCost:
+def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZES, repeats: int = 7,
+                        budget_s: float = 0.0, max_repeats: int = 31) -> VerifyCost:
     """Measure c(n) for ``loaded`` (a :class:`engine.model.LoadedModel`) on its device.
 
     A random prompt of ``context`` tokens (capped by the model's context) is prefilled once; then, for
     each size n, one forward over 1 + n tokens (a chain: the mask's shape does not change the work) on
-    that cache is timed ``repeats`` times in shuffled rounds, and the cache cropped back. c(n) is the
-    median over rounds of the round's time for n over its time for n = 0 (robust to other load).
-    Cost: ~1-3 s on a 2-core CPU for tiny-py-coder.
+    that cache is timed in shuffled rounds, and the cache cropped back: ``repeats`` rounds, then more
+    while the whole measurement has taken less than ``budget_s`` seconds, ``max_repeats`` rounds at most.
+    c(n) is the median over rounds of the round's time for n over its time for n = 0 (robust to other
+    load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a model whose 7 rounds already
+    take longer than the budget, 7 rounds.
     """
     from .kv_cache import new_kv_cache  # noqa: PLC0415
 
@@ -135,7 +143,10 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     times = {n: [] for n in all_sizes}
     order = list(all_sizes)
     rng = np.random.default_rng(0)
-    for _ in range(repeats):
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or (rounds < max_repeats and time.perf_counter() - start < budget_s):
+        rounds += 1
         rng.shuffle(order)
         for n in order:
             ids = torch.randint(0, loaded.vocab_size, (1, 1 + n), generator=gen).to(device)
@@ -152,7 +163,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     base = np.asarray(times[0])
     ratios = isotonic_curve([float(np.median(np.asarray(times[n]) / base)) for n in sizes])
     return VerifyCost(list(sizes), [round(r, 4) for r in ratios], round(float(np.min(base)) * 1000, 4), context,
-                      cost_key(loaded))
+                      cost_key(loaded), rounds)
 
 
 def isotonic_curve(ratios) -> list[float]:
@@ -220,17 +231,18 @@ def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = No
     try:
         data = json.loads(path.read_text())
         if data.get("key") == key:
-            return VerifyCost(data["sizes"], data["ratios"], data["decode_ms"], data["context"], data["key"])
+            return VerifyCost(data["sizes"], data["ratios"], data["decode_ms"], data["context"], data["key"],
+                              int(data.get("rounds", 0)))
     except FileNotFoundError:
         pass
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("verify-cost cache %s unusable (%s); measuring again", path, exc)
-    cost = measure_verify_cost(loaded)
+    cost = measure_verify_cost(loaded, budget_s=MEASURE_BUDGET_S)
     for _ in range(2):  # other load spoiled it: measure again, and never cache a spoiled curve
         if plausible(cost):
             break
         log.warning("verify cost looks spoiled by other load (c(1) = %.2f); measuring again", cost.c(1))
-        cost = measure_verify_cost(loaded)
+        cost = measure_verify_cost(loaded, budget_s=MEASURE_BUDGET_S)
     if not plausible(cost):
         log.warning("verify cost still implausible (c(1) = %.2f): used for this process, not cached", cost.c(1))
         return cost

@@ -79,6 +79,22 @@ def test_choose_by_cost_prefers_zero_drafts_when_they_do_not_pay():
     assert len(choose_by_cost(np.array([0.95, 0.9]), np.array([1, 2]), cost, 64)) == 2
 
 
+def test_measurement_takes_more_rounds_within_its_time_budget(tmp_path, monkeypatch):
+    """At least ``repeats`` rounds; more while within ``budget_s``, ``max_repeats`` at most; and the first
+    load measures with a budget (a noisy 7-round curve mis-sized trees on a shared CPU)."""
+    import engine.cost_model as cm
+
+    loaded = loaded_random("llama")
+    assert measure_verify_cost(loaded, context=16, sizes=(1, 2), repeats=2).rounds == 2
+    assert measure_verify_cost(loaded, context=16, sizes=(1, 2), repeats=2, budget_s=60.0, max_repeats=5).rounds == 5
+    budgets = []
+    real = cm.measure_verify_cost
+    monkeypatch.setattr(cm, "measure_verify_cost",
+                        lambda m, **kw: budgets.append(kw.get("budget_s", 0.0)) or real(m, context=16, sizes=(1, 2)))
+    assert load_or_measure_verify_cost(loaded, tmp_path).rounds == 7
+    assert budgets and budgets[0] == cm.MEASURE_BUDGET_S > 0
+
+
 def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path, monkeypatch):
     import engine.cost_model as cm
 
