@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import add_replay_arguments, replay_setup  # noqa: E402
+from measure_drafting import add_replay_arguments, path_probabilities, replay_setup  # noqa: E402
 
 
 def main_chain(tree) -> list[int]:
@@ -49,16 +49,6 @@ def main_chain(tree) -> list[int]:
         node = max(children[node], key=lambda i: float(score[i]))
         chain.append(node)
     return chain
-
-
-def path_probabilities(tree) -> np.ndarray:
-    """(N,) float64 estimated probability that each node's whole path is accepted (zeros without estimates)."""
-    out = np.zeros(len(tree))
-    if tree.probs is None:
-        return out
-    for i, up in enumerate(tree.parents.tolist()):  # parents precede children
-        out[i] = tree.probs[i] * (out[up] if up >= 0 else 1.0)
-    return out
 
 
 def accepted_path(tree, target) -> list[int]:
@@ -109,7 +99,8 @@ def compare(loaded, method: str, against: str, tasks, refs, repos, common, cost)
             probs = path_probabilities(first)
             steps.append({"n": [t.n_draft for t in trees], "accepted": [len(p) for p in paths],
                           "chain": len(chain), "accepted_on_chain": on_chain,
-                          "expected": float(probs[:first.n_draft].sum()), "expected_on_chain": float(probs[chain].sum())})
+                          "expected": float(probs[:first.n_draft].sum()),
+                          "expected_on_chain": float(probs[chain].sum())})
             committed = [int(x) for x in target[:len(paths[0]) + 1]]
             for (drafter, estimator), tree, path in zip(drafters, trees, paths):
                 if estimator is not None and tree.keys is not None:

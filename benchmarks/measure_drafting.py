@@ -109,6 +109,16 @@ def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, 
     return loaded, tasks, refs, _load_common(loaded, common), repos
 
 
+def path_probabilities(tree) -> np.ndarray:
+    """(N,) float64 estimated probability that each node's whole path is accepted: the product of
+    ``tree.probs`` from the root (parents precede children). Zeros when the tree has no estimates."""
+    out = np.zeros(len(tree))
+    if tree.probs is None:
+        return out
+    for i, up in enumerate(tree.parents.tolist()):
+        out[i] = tree.probs[i] * (out[up] if up >= 0 else 1.0)
+    return out
+
 def add_replay_arguments(ap) -> None:
     """The options of :func:`replay_setup` on an ``argparse`` parser: --model, --repo, --common,
     --task-kind, --tasks (default 10), --seed, --max-new-tokens (the bench's task set)."""

@@ -45,18 +45,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import add_replay_arguments, replay, replay_setup  # noqa: E402
+from measure_drafting import add_replay_arguments, path_probabilities, replay, replay_setup  # noqa: E402
 
 
 def expected_tokens(tree) -> float:
     """Sum over draft nodes of the estimated probability that the whole path to the node is accepted
     (NaN when the tree has no estimates)."""
-    if tree.probs is None or len(tree) == 0:
-        return float("nan") if tree.probs is None else 0.0
-    path = np.ones(len(tree))
-    for i, p in enumerate(tree.parents.tolist()):  # parents precede children
-        path[i] = tree.probs[i] * (path[p] if p >= 0 else 1.0)
-    return float(path[:tree.n_draft].sum())
+    if tree.probs is None:
+        return float("nan")
+    return float(path_probabilities(tree)[:tree.n_draft].sum())
 
 
 def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, cost,

@@ -87,6 +87,11 @@ def pooled_keys(keys: np.ndarray) -> np.ndarray:
     return (keys // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + keys % SOURCE_STRIDE
 
 
+def pooled_key(key: int) -> int:
+    """:func:`pooled_keys` of one Python int (the per-node loops of a small tree)."""
+    return (key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE
+
+
 #: Step between the bucket ids of adjacent share buckets (all else equal).
 SHARE_STRIDE = len(MATCH_EDGES) + 1
 
@@ -151,7 +156,7 @@ class AcceptanceEstimator:
         None where a denominator is zero (:meth:`estimate` gives inf or NaN there)."""
         strength, pool = self.prior_strength, self.pool_strength
         idx = np.asarray(keys, dtype=np.int64)
-        pidx = [(k // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + k % SOURCE_STRIDE for k in keys]
+        pidx = [pooled_key(k) for k in keys]
         out = []
         try:
             for k, s, a, n, pa, pn in zip(keys, shares, self.accepted[idx].tolist(), self.tried[idx].tolist(),
@@ -172,15 +177,14 @@ class AcceptanceEstimator:
         if len(keys) <= UPDATE_PYTHON_NODES:  # every step's tree: a Python loop beats eight array calls
             accepted = {-1, *path}  # -1: the pending token (always "accepted")
             keys_list = np.asarray(keys).tolist()
-            tried, pooled_tried = self.tried, self.pooled_tried
             for key, parent in zip(keys_list, np.asarray(parents).tolist()):
                 if parent in accepted:
-                    tried[key] += 1.0
-                    pooled_tried[(key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE] += 1.0
+                    self.tried[key] += 1.0
+                    self.pooled_tried[pooled_key(key)] += 1.0
             for node in path:
                 key = keys_list[node]
                 self.accepted[key] += 1.0
-                self.pooled_accepted[(key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE] += 1.0
+                self.pooled_accepted[pooled_key(key)] += 1.0
             return
         keys = np.asarray(keys, dtype=np.int64)
         on_path = np.zeros(len(keys) + 1, dtype=bool)  # index 0: the pending token (always "accepted")

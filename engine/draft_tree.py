@@ -382,7 +382,7 @@ def _choose_by_estimate(cells, parent, depth, source, share, match, budget, min_
     """Kept nodes ((N,) bool), every node's estimate bucket ((N,) int64) and estimated probability ((N,)
     float64, P(accepted | parent accepted)), by expected tokens per cost. ``share``: (N,) the node's
     largest share of one source's continuations; ``parent``: (N,) int64; ``cells``: see :func:`_trie`."""
-    from .acceptance import alternatives, bucket_keys, choose_by_cost  # noqa: PLC0415
+    from .acceptance import bucket_keys  # noqa: PLC0415
 
     keys = bucket_keys(source, depth, share, match, alternatives(parent.tolist(), share.tolist()))
     p = estimator.estimate(keys, share)
