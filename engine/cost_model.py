@@ -101,7 +101,7 @@ class VerifyCost:
 
 def cost_key(loaded) -> dict:
     """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
-    the linear layers with packed weights (:mod:`engine.packed_linear`; they change the cost of n >= 1)."""
+    the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`; they change c(n))."""
     model = loaded.model
     params = sum(p.numel() for p in model.parameters())
     name = str(loaded.name)
@@ -110,6 +110,7 @@ def cost_key(loaded) -> dict:
     return {"model": name, "params": int(params), "device": str(loaded.device),
             "dtype": str(loaded.dtype).removeprefix("torch."), "threads": int(torch.get_num_threads()),
             "packed_layers": len(packing.layers) if (packing := getattr(loaded, "packing", None)) else 0,
+            "kernel": packing.kernel if packing else "",
             "format": FORMAT}
 
 

@@ -1,43 +1,52 @@
-"""Prepacked weights for the verify forward's small matrix products on a CPU (Intel MKL packed GEMM).
+"""Prepacked weights for the verify forward's small matrix products on a CPU.
 
-A tree-verification forward multiplies a few rows (the pending token and 1-64 draft tokens) by every
-weight matrix of the model. For such small products MKL's ``sgemm`` copies the whole weight into its
-internal blocked layout at every call, so on a CPU the first draft token cost ~30% of a plain decode
-step: the LM head of tiny-py-coder (8192 x 256) took 1.1 ms for one row (``gemv``, no copy) and 2.2 ms
-for two. MKL's packed GEMM (``cblas_sgemm_pack`` once, ``cblas_sgemm_compute`` per call) does that copy
-once, at load; PyTorch exposes it as ``torch.ops.mkl._mkl_reorder_linear_weight`` /
-``torch.ops.mkl._mkl_linear`` (what inductor's CPU weight prepacking calls).
+A decode step multiplies one row (a plain step) or a few rows (the pending token and 1-64 draft-tree tokens)
+by every weight matrix of the model. BLAS libraries tune for large products; for a few rows they leave most
+of a CPU idle. Two packings, tried in this order at load (float32 on a CPU):
 
-Measured here (tiny-py-coder, 1 thread, 512 cached tokens, median ms of one forward; `none` = every
-product unpacked, `head` = LM head packed, `all` = every linear packed)::
+1. **Native** (:mod:`engine.native.linear`, ``small_gemm.c``): the weight in 16-output panels and an AVX2/FMA
+   kernel that reads each panel once for all rows. Every output is one FMA chain over k in order, so a row's
+   result is the same bits whatever the number of rows: a plain decode step and the same token inside a
+   verified draft tree get identical outputs from every linear layer. Used for 1 to ``max_rows`` rows, where
+   ``max_rows`` comes from a timing probe at load against ``F.linear`` on this machine (no CPU-type
+   constants); more rows (a prefill) keep ``F.linear``. Measured here (tiny-py-coder, 1 thread, the 43
+   products of one forward with weights streamed from memory as in a real forward, ms)::
 
-    rows     1     2      4      8      16
-    none   7.61  10.41  11.99  13.44  15.71
-    head   7.65   8.90  11.12  12.29  14.61
-    all    7.91   9.96  10.55  11.57  13.52
+       rows        1     2     4     5     9     17    33
+       F.linear  2.77  4.47  5.53  6.36  6.68  8.03  10.45
+       native    1.31  1.62  1.62  1.95  2.63  3.84   6.41
 
-One row (a plain decode step, and all of ``ar``) keeps the unpacked ``F.linear`` (a packed ``gemv`` was
-no faster). MKL's packed buffer is larger than the weight: ~3x for the 8192 x 256 head, ~22x for a
-256 x 256 projection (a fixed ~5.6 MB per matrix), about 1.1x for the matrices of billion-parameter
-models; so matrices are packed largest first while the packed bytes stay within a budget
-(:data:`DEFAULT_BUDGET_MB`, ``$FASTCODER_PACKED_WEIGHTS_MB``; 0 turns packing off) and at most
-:data:`MAX_OVERHEAD` times the weight's own bytes. For tiny-py-coder that packs the head alone (25 MB).
+   The packed copy has the weight's own size (rounded up to 16 rows).
+2. **MKL packed GEMM** where the native kernel is unavailable (no C compiler, not x86-64 with AVX2/FMA,
+   ``FASTCODER_NATIVE=0``) or slower: ``cblas_sgemm_pack`` once, ``cblas_sgemm_compute`` per call, through
+   ``torch.ops.mkl._mkl_reorder_linear_weight`` / ``torch.ops.mkl._mkl_linear`` (what inductor's CPU weight
+   prepacking calls). For a few rows MKL's ``sgemm`` otherwise copies the whole weight into its blocked
+   layout at every call (the LM head of tiny-py-coder, 8192 x 256: 1.1 ms for one row, 2.2 ms for two).
+   One row keeps ``F.linear``. MKL's packed buffer is larger than the weight (~3x for the 8192 x 256 head,
+   ~22x for a 256 x 256 projection, ~1.1x for billion-parameter models' matrices), so matrices are packed
+   largest first within :data:`MAX_OVERHEAD` times their own bytes.
 
-Exactness: greedy verification stays lossless whatever kernel computes the products (the decoder's
-output is compared with the model's own one-row steps by the lossless suite). A packed product differs
-from ``F.linear``'s by float rounding only; :func:`pack_linear_weights` checks that on the first matrix
-(and that one packed buffer serves every row count) before it swaps any layer, and a layer whose weight
-changed after packing (``Tensor._version``), or a call that needs gradients, uses ``F.linear``.
+Either way layers are packed largest first while the packed bytes stay within a budget
+(:data:`DEFAULT_BUDGET_MB`, ``$FASTCODER_PACKED_WEIGHTS_MB``; 0 turns packing off).
+
+Exactness: greedy verification stays lossless whatever kernel computes the products (the decoder's output is
+compared with the model's own one-row steps by the lossless suite). A packed product differs from
+``F.linear``'s by float rounding only; a self-check on the first matrix gates each packing, and a layer whose
+weight changed after packing (``Tensor._version``), or a call that needs gradients, uses ``F.linear``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from .native.linear import gemm as native_gemm
+from .native.linear import gemm_library, pack_panels
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +67,24 @@ class PackReport:
         pack_bytes: bytes held by their packed buffers.
         weight_bytes: bytes of the same layers' own weights.
         reason: why nothing was packed ("" when something was).
+        kernel: ``"native"`` (:class:`NativeLinear`), ``"mkl"`` (:class:`PackedLinear`) or ``""`` (none).
+        max_rows: native only: the most rows a product may have to use the kernel (from the timing probe).
+        probe_ms: native only: ``{rows: [F.linear ms, native ms]}`` measured by the probe.
     """
 
     layers: list[str] = field(default_factory=list)
     pack_bytes: int = 0
     weight_bytes: int = 0
     reason: str = ""
+    kernel: str = ""
+    max_rows: int = 0
+    probe_ms: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """Plain data (``fastcoder/status``, the benchmark JSON)."""
         return {"layers": len(self.layers), "pack_mb": round(self.pack_bytes / 2**20, 1),
-                "weight_mb": round(self.weight_bytes / 2**20, 1), "reason": self.reason}
+                "weight_mb": round(self.weight_bytes / 2**20, 1), "reason": self.reason, "kernel": self.kernel,
+                "max_rows": self.max_rows, "probe_ms": self.probe_ms}
 
 
 def mkl_packing_available() -> bool:
@@ -96,6 +112,79 @@ class PackedLinear(torch.nn.Linear):
             return F.linear(x, self.weight, self.bias)
         out = torch.ops.mkl._mkl_linear(x.reshape(rows, x.shape[-1]), self._pack, self.weight, self.bias, rows)
         return out.view(*x.shape[:-1], out.shape[-1])
+
+
+class NativeLinear(torch.nn.Linear):
+    """An ``nn.Linear`` (same parameters, same ``state_dict``) whose products over 1 to ``_max_rows`` rows use
+    the native few-row kernel on a panel-packed copy of its weight (``_panels``, :mod:`engine.native.linear`).
+    More rows, gradients, a weight changed since packing, or an input that is not float32 on the CPU fall
+    back to ``F.linear``."""
+
+    _panels: torch.Tensor
+    _panels_ptr: int
+    _pack_version: int
+    _max_rows: int
+    _lib: object
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = x.shape[-1]
+        rows = x.numel() // k if k else 0
+        if not 0 < rows <= self._max_rows or x.dtype != torch.float32 or x.device.type != "cpu" \
+                or self.weight._version != self._pack_version \
+                or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
+            return F.linear(x, self.weight, self.bias)
+        x2 = x.reshape(rows, k)
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        out = native_gemm(self._lib, x2, self._panels_ptr, self.out_features)
+        if self.bias is not None:
+            out += self.bias
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+#: Row counts at which the load-time probe times the native kernel against ``F.linear``; the kernel serves
+#: up to the largest count where it was no slower at that count and every smaller one.
+PROBE_ROWS = (1, 4, 16, 64)
+#: The probe runs on the largest layer with at most this many weights (a billion-parameter model's LM head
+#: would make the probe slow).
+PROBE_MAX_NUMEL = 4 * 2**20
+
+
+def _best_ms(fn, reps: int = 5) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
+@torch.no_grad()
+def _probe_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> tuple[int, dict, str]:
+    """(max_rows, {rows: [F.linear ms, native ms]}, problem): where the native kernel is no slower than
+    ``F.linear`` on this weight, and "" unless its products differ from ``F.linear``'s beyond rounding or a
+    row's result depends on the row count."""
+    gen = torch.Generator().manual_seed(0)
+    n, k = weight.shape
+    ptr = panels.data_ptr()
+    x = torch.randn(max(PROBE_ROWS), k, generator=gen)
+    full = native_gemm(lib, x, ptr, n)
+    if not torch.allclose(full, F.linear(x, weight), rtol=1e-4, atol=1e-4):
+        return 0, {}, "native product differs from F.linear"
+    for rows in (1, 3, 7):
+        if not torch.equal(native_gemm(lib, x[:rows].contiguous(), ptr, n), full[:rows]):
+            return 0, {}, f"native rows changed with the row count ({rows})"
+    max_rows, probe = 0, {}
+    for rows in PROBE_ROWS:
+        xr = x[:rows].contiguous()
+        blas = _best_ms(lambda: F.linear(xr, weight))
+        mine = _best_ms(lambda: native_gemm(lib, xr, ptr, n))
+        probe[rows] = [round(blas, 4), round(mine, 4)]
+        if mine > blas * 1.05:
+            break
+        max_rows = rows
+    return max_rows, probe, ""
 
 
 def _pack(weight: torch.Tensor) -> torch.Tensor:
@@ -134,30 +223,88 @@ def packing_budget_bytes() -> int:
 
 
 @torch.no_grad()
+def _linear_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Linear]]:
+    """The model's float32 CPU ``nn.Linear`` layers, largest weight first."""
+    layers = [(name, mod) for name, mod in model.named_modules()
+              if type(mod) is torch.nn.Linear and mod.weight.dtype == torch.float32
+              and mod.weight.device.type == "cpu" and mod.weight.dim() == 2 and mod.weight.numel()]
+    layers.sort(key=lambda item: -item[1].weight.numel())
+    return layers
+
+
+@torch.no_grad()
+def _pack_native(layers: list, budget: int, report: PackReport, force: bool = False) -> bool:
+    """Swap layers to :class:`NativeLinear` within ``budget`` when the kernel runs here and the probe finds
+    it no slower than ``F.linear`` at one row at least (``force``: whatever the timing, up to the largest
+    probed row count); fills ``report``. False when nothing was swapped (``report.reason`` says why), so the
+    caller can try MKL."""
+    lib = gemm_library()
+    if lib is None:
+        report.reason = "no native few-row kernel (no C compiler, FASTCODER_NATIVE=0, or no AVX2/FMA)"
+        return False
+    probe_layer = next((mod for _, mod in layers if mod.weight.numel() <= PROBE_MAX_NUMEL), layers[-1][1])
+    weight = probe_layer.weight.detach().contiguous()
+    max_rows, probe, problem = _probe_native(lib, weight, pack_panels(lib, weight))
+    report.probe_ms = probe
+    if force and not problem:
+        max_rows = max(PROBE_ROWS)
+    if problem or not max_rows:
+        report.reason = problem or "F.linear was faster than the native kernel at one row"
+        if problem:
+            log.warning("native few-row kernel not used: %s", problem)
+        return False
+    for name, mod in layers:
+        own = mod.weight.numel() * mod.weight.element_size()
+        if report.pack_bytes + own > budget:
+            continue
+        panels = pack_panels(lib, mod.weight)
+        mod.__class__ = NativeLinear
+        mod._panels, mod._panels_ptr, mod._lib = panels, panels.data_ptr(), lib
+        mod._pack_version, mod._max_rows = mod.weight._version, max_rows
+        report.layers.append(name)
+        report.pack_bytes += panels.numel() * panels.element_size()
+        report.weight_bytes += own
+    if not report.layers:
+        report.reason = "no linear layer fits the budget"
+        return False
+    report.kernel, report.max_rows, report.reason = "native", max_rows, ""
+    log.info("native few-row kernel for %d linear layers, 1-%d rows (%.1f MiB)", len(report.layers), max_rows,
+             report.pack_bytes / 2**20)
+    return True
+
+
 def pack_linear_weights(model: torch.nn.Module, budget_bytes: int | None = None,
-                        max_overhead: float = MAX_OVERHEAD) -> PackReport:
-    """Swap the model's float32 CPU ``nn.Linear`` layers to :class:`PackedLinear`, largest weight first,
-    while the packed bytes fit ``budget_bytes`` (default :func:`packing_budget_bytes`).
+                        max_overhead: float = MAX_OVERHEAD, kernel: str = "auto") -> PackReport:
+    """Swap the model's float32 CPU ``nn.Linear`` layers to :class:`NativeLinear` (``kernel`` "auto": where
+    the load-time probe finds it faster; "native": whatever the timing) or else :class:`PackedLinear` ("auto"
+    or "mkl"), largest weight first, while the packed bytes
+    fit ``budget_bytes`` (default :func:`packing_budget_bytes`) and, for MKL, ``max_overhead`` times the
+    weight's own bytes.
 
     Returns:
-        A :class:`PackReport`; ``reason`` says why nothing was packed (MKL missing, budget 0, no float32
-        CPU linear layer, a failed self-check). Never raises for those: the model then runs unchanged.
+        A :class:`PackReport`; ``reason`` says why nothing was packed (no kernel, budget 0, no float32 CPU
+        linear layer, a failed self-check). Never raises for those: the model then runs unchanged.
+    Raises:
+        ValueError: ``kernel`` is not "auto", "native" or "mkl".
     """
+    if kernel not in ("auto", "native", "mkl"):
+        raise ValueError(f"kernel must be 'auto', 'native' or 'mkl', got {kernel!r}")
     budget = packing_budget_bytes() if budget_bytes is None else int(budget_bytes)
     report = PackReport()
     if budget <= 0:
         report.reason = "packing disabled (budget 0)"
         return report
-    if not mkl_packing_available():
-        report.reason = "this torch build has no MKL packed GEMM"
-        return report
-    layers = [(name, mod) for name, mod in model.named_modules()
-              if type(mod) is torch.nn.Linear and mod.weight.dtype == torch.float32
-              and mod.weight.device.type == "cpu" and mod.weight.dim() == 2 and mod.weight.numel()]
+    layers = _linear_layers(model)
     if not layers:
         report.reason = "no float32 linear layer on the CPU"
         return report
-    layers.sort(key=lambda item: -item[1].weight.numel())
+    if kernel != "mkl" and (_pack_native(layers, budget, report, force=kernel == "native") or kernel == "native"):
+        return report
+    native_reason = report.reason
+    report = PackReport(probe_ms=report.probe_ms)
+    if not mkl_packing_available():
+        report.reason = "this torch build has no MKL packed GEMM" + (f"; {native_reason}" if native_reason else "")
+        return report
     checked = False
     for name, mod in layers:
         weight = mod.weight.detach()
@@ -182,6 +329,7 @@ def pack_linear_weights(model: torch.nn.Module, budget_bytes: int | None = None,
     if not report.layers:
         report.reason = "no linear layer fits the budget"
     else:
+        report.kernel = "mkl"
         log.info("packed %d linear layers for small-batch products (%.1f MiB)", len(report.layers),
                  report.pack_bytes / 2**20)
     return report

@@ -1,4 +1,5 @@
-"""MKL-packed weights for few-row products (engine/packed_linear.py): same products, same decoding."""
+"""Packed weights for few-row products (engine/packed_linear.py): the native kernel and MKL's packed GEMM give
+the same products as F.linear (up to rounding) and the same decoding."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from engine import packed_linear
-from engine.packed_linear import PackedLinear, pack_linear_weights
+from engine.native.linear import gemm_library
+from engine.packed_linear import NativeLinear, PackedLinear, pack_linear_weights
 
-pytestmark = pytest.mark.skipif(not packed_linear.mkl_packing_available(), reason="torch without MKL")
+needs_mkl = pytest.mark.skipif(not packed_linear.mkl_packing_available(), reason="torch without MKL")
+needs_native = pytest.mark.skipif(gemm_library() is None, reason="no native few-row kernel on this machine")
 
 
 def _model(seed: int = 0) -> torch.nn.Sequential:
@@ -17,9 +20,10 @@ def _model(seed: int = 0) -> torch.nn.Sequential:
     return torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64, bias=False)).eval()
 
 
+@needs_mkl
 def test_packed_products_match_f_linear_for_every_row_count():
     model = _model()
-    report = pack_linear_weights(model, budget_bytes=2**30, max_overhead=1e9)
+    report = pack_linear_weights(model, budget_bytes=2**30, max_overhead=1e9, kernel="mkl")
     assert report.layers == ["0", "2"] or sorted(report.layers) == ["0", "2"]
     assert all(type(m) is PackedLinear for m in (model[0], model[2]))
     for rows in (1, 2, 3, 5, 8, 17, 40):
@@ -33,20 +37,22 @@ def test_packed_products_match_f_linear_for_every_row_count():
             assert torch.equal(got, want)
 
 
+@needs_mkl
 def test_budget_and_overhead_bound_what_is_packed():
-    assert pack_linear_weights(_model(), budget_bytes=0).layers == []
-    assert "budget 0" in pack_linear_weights(_model(), budget_bytes=0).reason
+    assert pack_linear_weights(_model(), budget_bytes=0, kernel="mkl").layers == []
+    assert "budget 0" in pack_linear_weights(_model(), budget_bytes=0, kernel="mkl").reason
     model = _model()
-    report = pack_linear_weights(model, budget_bytes=1, max_overhead=1e9)
+    report = pack_linear_weights(model, budget_bytes=1, max_overhead=1e9, kernel="mkl")
     assert report.layers == [] and report.reason == "no linear layer fits the budget"
     assert all(type(m) is torch.nn.Linear for m in (model[0], model[2]))
     # a tiny overhead bound leaves every layer unpacked (MKL's buffer is larger than the weight)
-    assert pack_linear_weights(_model(), budget_bytes=2**30, max_overhead=0.5).layers == []
+    assert pack_linear_weights(_model(), budget_bytes=2**30, max_overhead=0.5, kernel="mkl").layers == []
 
 
+@needs_mkl
 def test_a_weight_changed_after_packing_is_used_not_the_stale_pack():
     model = _model()
-    pack_linear_weights(model, budget_bytes=2**30, max_overhead=1e9)
+    pack_linear_weights(model, budget_bytes=2**30, max_overhead=1e9, kernel="mkl")
     with torch.no_grad():
         model[0].weight.mul_(-2.0)
     x = torch.randn(4, 64)
@@ -54,9 +60,10 @@ def test_a_weight_changed_after_packing_is_used_not_the_stale_pack():
         torch.testing.assert_close(model[0](x), F.linear(x, model[0].weight, model[0].bias))
 
 
+@needs_mkl
 def test_gradients_flow_through_a_packed_layer():
     model = _model()
-    pack_linear_weights(model, budget_bytes=2**30, max_overhead=1e9)
+    pack_linear_weights(model, budget_bytes=2**30, max_overhead=1e9, kernel="mkl")
     model.train()
     x = torch.randn(3, 64)
     model(x).sum().backward()
@@ -72,22 +79,87 @@ def test_env_budget(monkeypatch):
     assert packed_linear.packing_budget_bytes() == packed_linear.DEFAULT_BUDGET_MB * 2**20
 
 
-def test_without_mkl_nothing_is_packed(monkeypatch):
+def test_without_a_kernel_nothing_is_packed(monkeypatch):
     monkeypatch.setattr(packed_linear, "mkl_packing_available", lambda: False)
+    monkeypatch.setattr(packed_linear, "gemm_library", lambda: None)
     model = _model()
     report = pack_linear_weights(model, budget_bytes=2**30)
-    assert report.layers == [] and "MKL" in report.reason
-    assert type(model[0]) is torch.nn.Linear
+    assert report.layers == [] and "MKL" in report.reason and "native" in report.reason
+    assert report.kernel == "" and type(model[0]) is torch.nn.Linear
 
 
-def test_tiny_coder_packs_its_head_and_decodes_as_unpacked(tiny_coder, real_code_prompts):
-    """The dev model packs its LM head (the one matrix within the overhead bound), and fastcoder's tree
-    verification through it gives ar's tokens; the unpacked model's forward over a tree gives the same
-    argmax per row."""
+def test_unknown_kernel_is_a_clear_error():
+    with pytest.raises(ValueError, match="kernel must be"):
+        pack_linear_weights(_model(), kernel="cuda")
+
+
+@needs_native
+def test_native_products_match_f_linear_and_a_row_does_not_depend_on_the_row_count():
+    model = _model()
+    report = pack_linear_weights(model, budget_bytes=2**30, kernel="native")
+    assert report.kernel == "native" and sorted(report.layers) == ["0", "2"] and report.max_rows >= 1
+    assert all(type(m) is NativeLinear for m in (model[0], model[2]))
+    assert report.max_rows == max(packed_linear.PROBE_ROWS)  # forced: whatever the timing
+    layer = model[0]
+    x = torch.randn(1, 70, 64)
+    with torch.inference_mode():
+        alone = layer(x[:, :1])
+        for rows in (1, 2, 3, 5, 6, 7, 8, 13, 17, 40, 64):
+            got = layer(x[:, :rows])
+            assert got.shape == (1, rows, 512)
+            torch.testing.assert_close(got, F.linear(x[:, :rows], layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+            assert torch.equal(got[:, :1], alone)  # the same bits for row 0 whatever the row count
+        assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))  # past max_rows: F.linear itself
+        wide = torch.randn(512, 5).t()  # a non-contiguous input
+        torch.testing.assert_close(model[2](wide), F.linear(wide, model[2].weight), rtol=1e-5, atol=1e-5)
+    odd = torch.nn.Sequential(torch.nn.Linear(37, 21)).eval()  # outputs not a multiple of the 16-wide panels
+    pack_linear_weights(odd, budget_bytes=2**30, kernel="native")
+    assert type(odd[0]) is NativeLinear
+    xo = torch.randn(9, 37)
+    with torch.inference_mode():
+        torch.testing.assert_close(odd(xo), F.linear(xo, odd[0].weight, odd[0].bias), rtol=1e-5, atol=1e-5)
+
+
+@needs_native
+def test_native_layers_fall_back_for_a_changed_weight_and_for_gradients():
+    model = _model()
+    pack_linear_weights(model, budget_bytes=2**30, kernel="native")
+    with torch.no_grad():
+        model[0].weight.mul_(-2.0)
+    x = torch.randn(4, 64)
+    with torch.inference_mode():
+        torch.testing.assert_close(model[0](x), F.linear(x, model[0].weight, model[0].bias))
+    model.train()
+    model(x).sum().backward()
+    assert model[0].weight.grad is not None and model[0].weight.grad.abs().sum() > 0
+
+
+@needs_native
+def test_native_budget_and_a_slower_probe_leave_mkl_or_nothing(monkeypatch):
+    report = pack_linear_weights(_model(), budget_bytes=64 * 512 * 4 + 1, kernel="native")
+    assert report.layers == ["0"] or report.layers == ["2"]  # one of the two equal-sized layers fits
+    monkeypatch.setattr(packed_linear, "_probe_native", lambda *a: (0, {1: [0.1, 0.2]}, ""))
+    report = pack_linear_weights(_model(), budget_bytes=2**30, max_overhead=1e9)  # "auto" believes the probe
+    assert report.probe_ms == {1: [0.1, 0.2]}
+    if packed_linear.mkl_packing_available():
+        assert report.kernel == "mkl"
+    else:
+        assert report.layers == [] and "faster" in report.reason
+
+
+def test_tiny_coder_packs_its_layers_and_decodes_as_unpacked(tiny_coder, real_code_prompts):
+    """The dev model packs every linear layer for the native kernel (else its LM head, the one matrix within
+    MKL's overhead bound), and fastcoder's tree verification through them gives ar's tokens; the unpacked
+    head over the same hidden states gives the same argmax per row."""
     from engine import SpeculativeDecoder
 
-    assert tiny_coder.packing is not None and tiny_coder.packing.layers == ["lm_head"]
-    assert type(tiny_coder.model.lm_head) is PackedLinear
+    packing = tiny_coder.packing
+    assert packing is not None
+    if gemm_library() is not None:
+        assert packing.kernel == "native" and len(packing.layers) == 43 and packing.max_rows >= 1
+        assert type(tiny_coder.model.lm_head) is NativeLinear
+    else:
+        assert packing.layers == ["lm_head"] and type(tiny_coder.model.lm_head) is PackedLinear
     ar = SpeculativeDecoder(tiny_coder, "ar")
     fc = SpeculativeDecoder(tiny_coder, "fastcoder")
     drafted = accepted = 0

@@ -3,9 +3,10 @@
 Every decode step builds a draft tree (:func:`engine.draft_tree.build_draft_tree`) and a context copy
 (:meth:`engine.context_match.SuffixMatchIndex.draft`); in Python they cost ~0.25 and ~0.15 ms of a
 ~7-15 ms CPU step, time a lossless decoder has to win back with accepted tokens. ``draft_tree.c`` gives
-the same trees and drafts, bit for bit, in microseconds.
+the same trees and drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight
+matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by :mod:`engine.packed_linear`).
 
-The C file uses no Python headers: it is compiled once per source version with the system's C compiler
+The C files use no Python headers: it is compiled once per source version with the system's C compiler
 (``$CC``, else ``cc``, else ``gcc``) into ``platformdirs.user_cache_dir("fastcoder")/native/<hash>/``
 (``FASTCODER_CACHE_DIR`` overrides the user cache part) and loaded with :mod:`ctypes`. Without a compiler, or
 with ``FASTCODER_NATIVE=0``, :func:`library` returns None and callers keep their Python code, which gives
@@ -28,7 +29,7 @@ from ..cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("draft_tree.c",)
+SOURCES = ("draft_tree.c", "small_gemm.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 NATIVE_ENV = "FASTCODER_NATIVE"
@@ -76,6 +77,12 @@ def _configure(lib: ctypes.CDLL) -> None:
                                    ptr, ptr, ptr, ptr, ptr, ptr, ptr]             # kept nodes out
     lib.fc_suffix_draft.restype = i64
     lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
+    lib.fc_gemm_supported.restype = ctypes.c_int
+    lib.fc_gemm_supported.argtypes = []
+    lib.fc_gemm.restype = None
+    lib.fc_gemm.argtypes = [ptr, i64, i64, ptr, i64, ptr]
+    lib.fc_gemm_pack.restype = None
+    lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
 
 
 def library() -> ctypes.CDLL | None:
@@ -88,7 +95,7 @@ def library() -> ctypes.CDLL | None:
         try:
             lib = _load()
         except Exception as err:  # noqa: BLE001  (any failure: the Python code serves)
-            log.warning("native drafting code unavailable, using Python (same results, slower): %s", err)
+            log.warning("native code unavailable, using Python and torch (same results, slower): %s", err)
     _state["lib"] = lib
     return lib
 

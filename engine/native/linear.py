@@ -1,0 +1,52 @@
+"""Few-row products ``x @ W^T`` with the native kernel (``fc_gemm`` in ``small_gemm.c``): packing and calls.
+
+:mod:`engine.packed_linear` decides which layers use it; this module only moves tensors in and out.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import library
+
+#: Output features per packed panel (``NR`` in small_gemm.c).
+PANEL = 16
+
+
+def gemm_library():
+    """The native library when its few-row kernel runs on this CPU (x86-64 with AVX2 and FMA), else None."""
+    lib = library()
+    if lib is None or not lib.fc_gemm_supported():
+        return None
+    return lib
+
+
+def pack_panels(lib, weight: torch.Tensor) -> torch.Tensor:
+    """Pack a ``(N, K)`` float32 CPU weight into 16-output panels for :func:`gemm`.
+
+    Returns:
+        A float32 tensor of ``ceil(N / 16) * 16 * K`` elements (the weight's bytes, rounded up to 16 rows).
+    Raises:
+        ValueError: the weight is not a 2-D float32 CPU tensor.
+    """
+    if weight.dim() != 2 or weight.dtype != torch.float32 or weight.device.type != "cpu":
+        raise ValueError(f"expected a 2-D float32 CPU weight, got {tuple(weight.shape)} {weight.dtype} "
+                         f"on {weight.device}")
+    w = weight.detach().contiguous()
+    n, k = w.shape
+    out = torch.empty(-(-n // PANEL) * PANEL * k, dtype=torch.float32)
+    lib.fc_gemm_pack(w.data_ptr(), n, k, out.data_ptr())
+    return out
+
+
+def gemm(lib, x2: torch.Tensor, panels_ptr: int, n: int) -> torch.Tensor:
+    """``x2 @ W^T`` for a contiguous ``(M, K)`` float32 CPU ``x2`` and a weight packed by :func:`pack_panels`
+    (``panels_ptr``: its ``data_ptr()``; the caller keeps the tensor alive).
+
+    Returns:
+        ``(M, n)`` float32. Row i is bit-identical whatever M is (one FMA chain per output, k in order).
+    """
+    rows, k = x2.shape
+    y = torch.empty((rows, n), dtype=torch.float32)
+    lib.fc_gemm(x2.data_ptr(), rows, k, panels_ptr, n, y.data_ptr())
+    return y
