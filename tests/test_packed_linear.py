@@ -103,12 +103,12 @@ def test_native_products_match_f_linear_and_a_row_does_not_depend_on_the_row_cou
     layer = model[0]
     x = torch.randn(1, 70, 64)
     with torch.inference_mode():
-        alone = layer(x[:, :1])
+        alone = torch.cat([layer(x[:, i:i + 1]) for i in range(64)], dim=1)  # each row by itself
         for rows in (1, 2, 3, 5, 6, 7, 8, 13, 17, 40, 64):
             got = layer(x[:, :rows])
             assert got.shape == (1, rows, 512)
             torch.testing.assert_close(got, F.linear(x[:, :rows], layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
-            assert torch.equal(got[:, :1], alone)  # the same bits for row 0 whatever the row count
+            assert torch.equal(got, alone[:, :rows])  # every row: the same bits whatever the row count
         assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))  # past max_rows: F.linear itself
         wide = torch.randn(512, 5).t()  # a non-contiguous input
         torch.testing.assert_close(model[2](wide), F.linear(wide, model[2].weight), rtol=1e-5, atol=1e-5)
