@@ -101,7 +101,8 @@ class VerifyCost:
 
 def cost_key(loaded) -> dict:
     """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
-    the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`; they change c(n))."""
+    the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`) and whether the
+    native attention serves (:mod:`engine.native_attention`): they change c(n)."""
     model = loaded.model
     params = sum(p.numel() for p in model.parameters())
     name = str(loaded.name)
@@ -111,6 +112,7 @@ def cost_key(loaded) -> dict:
             "dtype": str(loaded.dtype).removeprefix("torch."), "threads": int(torch.get_num_threads()),
             "packed_layers": len(packing.layers) if (packing := getattr(loaded, "packing", None)) else 0,
             "kernel": packing.kernel if packing else "",
+            "attention": "native" if (att := getattr(loaded, "attention", None)) and att.installed else "",
             "format": FORMAT}
 
 

@@ -42,8 +42,10 @@ class LoadedModel:
         name: the path or hub id it came from.
         sdsat: the model's SDSAT adaptive-token metadata (``sdsat.json`` beside the weights,
             :mod:`engine.sdsat.config`), or None for a model not fine-tuned with adaptive tokens.
-        packing: which linear layers got MKL-packed weights for small-batch products
+        packing: which linear layers got packed weights for few-row products
             (:class:`engine.packed_linear.PackReport`), or None when packing was not tried.
+        attention: whether the native few-row attention serves the model
+            (:class:`engine.native_attention.AttentionReport`), or None when it was not tried.
     """
 
     model: torch.nn.Module
@@ -53,6 +55,7 @@ class LoadedModel:
     name: str = ""
     sdsat: "SdsatConfig | None" = None
     packing: "PackReport | None" = None
+    attention: "AttentionReport | None" = None
     _token_info: "TokenInfo | None" = field(default=None, repr=False)
     _token_bytes: object | None = field(default=None, repr=False)
 
@@ -200,9 +203,11 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
         name_or_path: a local folder or a hub id; None means :func:`default_model_name`.
         device: ``"auto"`` (cuda, then mps, then cpu) or a torch device string.
         dtype: ``"auto"`` (float32 on CPU for exactness, bfloat16/float16 on an accelerator) or a name.
-        pack_weights: on a CPU in float32, give the largest linear layers MKL-packed weights for the
-            verify forward's few-row products (:func:`engine.packed_linear.pack_linear_weights`, within
-            ``$FASTCODER_PACKED_WEIGHTS_MB``); outputs are unchanged up to float rounding.
+        pack_weights: on a CPU in float32, give the linear layers packed weights for the verify forward's
+            few-row products (:func:`engine.packed_linear.pack_linear_weights`, within
+            ``$FASTCODER_PACKED_WEIGHTS_MB``) and the native few-row attention
+            (:func:`engine.native_attention.install_native_attention`), each where a probe at load finds
+            it faster on this machine; outputs are unchanged up to float rounding.
 
     Returns:
         A :class:`LoadedModel` in eval mode.
@@ -239,14 +244,17 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
             f"elsewhere and pass --model /path/to/folder or set {MODEL_ENV}") from err
     model.to(dev)
     model.eval()
-    packing = None
+    packing = attention = None
     if pack_weights and dev.type == "cpu" and torch_dtype == torch.float32:
+        from .native_attention import install_native_attention  # noqa: PLC0415
         from .packed_linear import pack_linear_weights  # noqa: PLC0415
 
         packing = pack_linear_weights(model)
+        attention = install_native_attention(model)
     log.info("loaded %s on %s (%s)", name, dev, torch_dtype)
     return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name,
-                       sdsat=_load_sdsat(source, local_only), packing=packing)
+                       sdsat=_load_sdsat(source, local_only), packing=packing,
+                       attention=attention)
 
 
 def _load_sdsat(source: str, local_only: bool):

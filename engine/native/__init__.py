@@ -4,7 +4,9 @@ Every decode step builds a draft tree (:func:`engine.draft_tree.build_draft_tree
 (:meth:`engine.context_match.SuffixMatchIndex.draft`); in Python they cost ~0.25 and ~0.15 ms of a
 ~7-15 ms CPU step, time a lossless decoder has to win back with accepted tokens. ``draft_tree.c`` gives
 the same trees and drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight
-matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by :mod:`engine.packed_linear`).
+matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by :mod:`engine.packed_linear`),
+``tree_attention.c`` attends a few query rows to the KV cache under a tree mask (:mod:`engine.native.attention`,
+used by :mod:`engine.native_attention`).
 
 The C files use no Python headers: it is compiled once per source version with the system's C compiler
 (``$CC``, else ``cc``, else ``gcc``) into ``platformdirs.user_cache_dir("fastcoder")/native/<hash>/``
@@ -29,7 +31,7 @@ from ..cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("draft_tree.c", "small_gemm.c")
+SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 NATIVE_ENV = "FASTCODER_NATIVE"
@@ -83,6 +85,11 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm.argtypes = [ptr, i64, i64, ptr, i64, ptr]
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
+    lib.fc_attention_supported.restype = ctypes.c_int
+    lib.fc_attention_supported.argtypes = []
+    lib.fc_attention.restype = ctypes.c_int
+    lib.fc_attention.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, ptr, ctypes.c_int,
+                                 ptr, ctypes.c_int, ctypes.c_float, ptr]
 
 
 def library() -> ctypes.CDLL | None:

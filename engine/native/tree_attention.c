@@ -1,0 +1,251 @@
+/* Attention for the few query rows of a decode step or a verified draft tree, on a CPU.
+ *
+ * A plain decode step has 1 query row and a draft-tree forward 2-65, each attending to a KV cache of
+ * hundreds of tokens. torch's CPU flash attention blocks for long query sequences; for a few rows with a
+ * tree mask it took ~200 us a layer here (6 rows x 512 keys x 4 heads x 64 dims: ~16 GFLOP/s). This file
+ * computes the same softmax(q k^T * scale + mask) v row by row with AVX2/FMA.
+ *
+ * Row independence. Each query row first lists the keys it may see (the mask's allowed entries, in cache
+ * order); everything after works on that list by list index: 8 dot products at a time, each one the same
+ * fixed sum whatever slot it has; the max; exp; the sum of weights in 8 lanes by list index; the weighted
+ * sum of values in list order. A row's output therefore depends only on its own query and the keys and
+ * values it sees, not on the number of rows, on masked-out keys between them, or on where the tree put its
+ * ancestors in the cache: a node of a verified tree gets the same bits as the same token decoded alone after
+ * the same accepted tokens.
+ *
+ * x86-64 with AVX2 and FMA only (fc_attention_supported checks at run time); elsewhere stubs return 0.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma")))
+
+int fc_attention_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* exp(x) for x <= 0 (scores minus their max), Cephes' polynomial as in avx_mathfun; 0 below -87.3. */
+static inline TGT __m256 exp_nonpos(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3365447505531f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(x, lo);
+    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+    fx = _mm256_floor_ps(fx);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(under, y);
+}
+
+/* Sum of the 8 lanes of each of a[0..7] -> lane i holds the sum of a[i]. The same adds for every i. */
+static inline TGT __m256 hsum8(const __m256 *a) {
+    __m256 s01 = _mm256_hadd_ps(a[0], a[1]), s23 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 s45 = _mm256_hadd_ps(a[4], a[5]), s67 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
+    /* s0123 lanes: [a0.lo a1.lo a2.lo a3.lo | a0.hi a1.hi a2.hi a3.hi], likewise s4567 for a4..a7 */
+    __m256 lo = _mm256_permute2f128_ps(s0123, s4567, 0x20), hi = _mm256_permute2f128_ps(s0123, s4567, 0x31);
+    return _mm256_add_ps(lo, hi);
+}
+
+static inline TGT float hsum(__m256 v) {
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+static inline TGT float hmax(__m256 v) {
+    float t[8], m;
+    _mm256_storeu_ps(t, v);
+    m = t[0];
+    for (int i = 1; i < 8; i++) m = t[i] > m ? t[i] : m;
+    return m;
+}
+
+/* One query row against the listed keys. q: d floats; keys[j] / vals[j]: row pointers (d floats each);
+   bias: per listed key, added after scaling (NULL: none); s: scratch of n + 8 floats; out: d floats. */
+static TGT void attend_row(const float *q, int64_t d, const float *const *keys, const float *const *vals,
+                           const float *bias, int64_t n, float scale, float *s, float *out) {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+        const float *kp[8];
+        for (int t = 0; t < 8; t++) kp[t] = keys[j0 + t < n ? j0 + t : j0];
+        __m256 acc[8];
+        {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+            for (int64_t c = 0; c < d; c += 8) {
+                __m256 qv = _mm256_loadu_ps(q + c);
+                a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[0] + c), a0);
+                a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[1] + c), a1);
+                a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[2] + c), a2);
+                a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[3] + c), a3);
+                a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[4] + c), a4);
+                a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[5] + c), a5);
+                a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[6] + c), a6);
+                a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[7] + c), a7);
+            }
+            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+        }
+        __m256 sc = _mm256_mul_ps(hsum8(acc), vscale);
+        if (bias) {
+            float b[8];
+            for (int t = 0; t < 8; t++) b[t] = j0 + t < n ? bias[j0 + t] : 0.0f;
+            sc = _mm256_add_ps(sc, _mm256_loadu_ps(b));
+        }
+        if (j0 + 8 > n) { /* padding lanes: -inf, so they add nothing below */
+            float t8[8];
+            _mm256_storeu_ps(t8, sc);
+            for (int64_t t = n - j0; t < 8; t++) t8[t] = -INFINITY;
+            sc = _mm256_loadu_ps(t8);
+        }
+        _mm256_storeu_ps(s + j0, sc);
+        vmax = _mm256_max_ps(vmax, sc);
+    }
+    const __m256 m = _mm256_set1_ps(hmax(vmax));
+    __m256 vsum = _mm256_setzero_ps();
+    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+        __m256 p = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(s + j0), m));
+        _mm256_storeu_ps(s + j0, p);
+        vsum = _mm256_add_ps(vsum, p);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum(vsum));
+    int64_t c0 = 0;
+    for (; c0 + 64 <= d; c0 += 64) { /* 8 accumulators of 8 floats per chunk of 64 dims */
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int64_t j = 0; j < n; j++) {
+            __m256 p = _mm256_broadcast_ss(s + j);
+            const float *vp = vals[j] + c0;
+            a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp), a0);
+            a1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 8), a1);
+            a2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 16), a2);
+            a3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 24), a3);
+            a4 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 32), a4);
+            a5 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 40), a5);
+            a6 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 48), a6);
+            a7 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 56), a7);
+        }
+        float *o = out + c0;
+        _mm256_storeu_ps(o, _mm256_mul_ps(a0, inv));
+        _mm256_storeu_ps(o + 8, _mm256_mul_ps(a1, inv));
+        _mm256_storeu_ps(o + 16, _mm256_mul_ps(a2, inv));
+        _mm256_storeu_ps(o + 24, _mm256_mul_ps(a3, inv));
+        _mm256_storeu_ps(o + 32, _mm256_mul_ps(a4, inv));
+        _mm256_storeu_ps(o + 40, _mm256_mul_ps(a5, inv));
+        _mm256_storeu_ps(o + 48, _mm256_mul_ps(a6, inv));
+        _mm256_storeu_ps(o + 56, _mm256_mul_ps(a7, inv));
+    }
+    for (; c0 < d; c0 += 8) { /* the rest, 8 dims at a time: the same chain per output */
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(s + j), _mm256_loadu_ps(vals[j] + c0), a);
+        _mm256_storeu_ps(out + c0, _mm256_mul_ps(a, inv));
+    }
+}
+
+/* out[b, i, h, :] = softmax(q[b, h, i] . k[b, g(h), j] * scale + mask[b, i, j]) v[b, g(h), j] over the
+ * keys j row i may see, g(h) = h / (heads / kv_heads).
+ *
+ * q: (B, H, M, D) with strides qs[0..2] (D contiguous); k, v: (B, Hkv, S, D) with strides ks/vs;
+ * mask_kind 0: none (every key visible; with causal != 0 row i sees keys 0 .. S - M + i);
+ * 1: bool (B, M, S) bytes with strides ms[0..2], nonzero = visible;
+ * 2: float (B, M, S) with strides ms, visible where > -1e30, the value added to the scaled score.
+ * out: (B, M, H, D) contiguous. Returns 0, or -1 when scratch memory could not be allocated. */
+int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                 const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
+                 int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
+                 float scale, float *out) {
+    int64_t group = heads / kv_heads, stride = s_count + 8;
+    /* per row: its visible keys (idx), their mask values (bias), their count; then scratch */
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(m_count * stride));
+    float *bias = malloc(sizeof(float) * (size_t)(m_count * stride + stride));
+    const float **kp = malloc(sizeof(float *) * (size_t)stride * 2);
+    int64_t *count = malloc(sizeof(int64_t) * (size_t)m_count);
+    int *use_bias = malloc(sizeof(int) * (size_t)m_count);
+    int rc = 0;
+    if (!idx || !bias || !kp || !count || !use_bias) {
+        rc = -1;
+        goto done;
+    }
+    float *s = bias + m_count * stride;
+    const float **vp = kp + stride;
+    for (int64_t b = 0; b < b_count; b++) {
+        for (int64_t i = 0; i < m_count; i++) { /* the keys row i sees: the same list for every head */
+            int64_t n = 0, *ix = idx + i * stride;
+            float *bi = bias + i * stride;
+            use_bias[i] = 0;
+            if (mask_kind == 0) {
+                int64_t last = causal ? s_count - m_count + i : s_count - 1;
+                for (int64_t j = 0; j <= last; j++) ix[n++] = j;
+            } else if (mask_kind == 1) {
+                const uint8_t *row = (const uint8_t *)mask + b * ms[0] + i * ms[1];
+                for (int64_t j = 0; j < s_count; j++)
+                    if (row[j * ms[2]]) ix[n++] = j;
+            } else {
+                const float *row = (const float *)mask + b * ms[0] + i * ms[1];
+                for (int64_t j = 0; j < s_count; j++) {
+                    float x = row[j * ms[2]];
+                    if (x > -1e30f) {
+                        bi[n] = x;
+                        use_bias[i] |= x != 0.0f;
+                        ix[n++] = j;
+                    }
+                }
+            }
+            count[i] = n;
+        }
+        /* heads outer: one kv head's keys and values stay in cache for all rows */
+        for (int64_t h = 0; h < heads; h++) {
+            int64_t g = h / group;
+            const float *kb = k + b * ks[0] + g * ks[1], *vb = v + b * vs[0] + g * vs[1];
+            for (int64_t i = 0; i < m_count; i++) {
+                int64_t n = count[i], *ix = idx + i * stride;
+                float *o = out + ((b * m_count + i) * heads + h) * d;
+                if (n == 0) { /* nothing visible: zeros */
+                    for (int64_t c = 0; c < d; c++) o[c] = 0.0f;
+                    continue;
+                }
+                for (int64_t j = 0; j < n; j++) {
+                    kp[j] = kb + ix[j] * ks[2];
+                    vp[j] = vb + ix[j] * vs[2];
+                }
+                attend_row(q + b * qs[0] + h * qs[1] + i * qs[2], d, kp, vp, use_bias[i] ? bias + i * stride : NULL,
+                           n, scale, s, o);
+            }
+        }
+    }
+done:
+    free(idx);
+    free(bias);
+    free(kp);
+    free(count);
+    free(use_bias);
+    return rc;
+}
+
+#else
+
+int fc_attention_supported(void) { return 0; }
+
+int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                 const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
+                 int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
+                 float scale, float *out) {
+    (void)q; (void)qs; (void)k; (void)ks; (void)v; (void)vs; (void)b_count; (void)heads; (void)kv_heads;
+    (void)m_count; (void)s_count; (void)d; (void)mask; (void)mask_kind; (void)ms; (void)causal; (void)scale;
+    (void)out;
+    return -1;
+}
+
+#endif

@@ -1,0 +1,175 @@
+"""Native few-row attention (engine/native_attention.py, engine/native/tree_attention.c): the same attention as
+torch's SDPA up to rounding, a row's output independent of the other rows, and with the native linear kernel a
+verified draft tree's logits equal sequential decoding's bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import native_attention
+from engine.kv_cache import new_kv_cache
+from engine.native.attention import attention, attention_library
+from engine.native.linear import gemm_library
+from engine.packed_linear import pack_linear_weights
+from tests.conftest import random_model
+
+needs_kernel = pytest.mark.skipif(attention_library() is None or gemm_library() is None,
+                                  reason="no native kernels on this machine")
+LOW = torch.finfo(torch.float32).min
+
+
+def _inputs(m: int, s: int, heads: int = 4, kv_heads: int = 2, d: int = 16, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, m, heads, d, generator=gen).transpose(1, 2)  # (B, H, M, D), strided as transformers gives
+    kbuf = torch.randn(1, kv_heads, s + 32, d, generator=gen)  # a cache buffer with spare capacity
+    vbuf = torch.randn(1, kv_heads, s + 32, d, generator=gen)
+    visible = torch.ones(m, s, dtype=torch.bool).tril(s - m)
+    visible[:, s - m:] &= torch.rand(m, m, generator=gen) < 0.5  # tree-like: some earlier nodes hidden
+    visible[torch.arange(m), s - m + torch.arange(m)] = True
+    return q, kbuf[:, :, :s], vbuf[:, :, :s], visible[None, None]
+
+
+def _sdpa(q, k, v, mask=None, causal=False):
+    rep = q.shape[1] // k.shape[1]
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), attn_mask=mask, is_causal=causal).transpose(1, 2)
+
+
+@needs_kernel
+@pytest.mark.parametrize("m,s", [(1, 1), (1, 37), (5, 40), (9, 200), (17, 64)])
+def test_kernel_matches_sdpa_for_float_bool_and_causal_masks(m, s):
+    lib = attention_library()
+    q, k, v, visible = _inputs(m, s)
+    scale = q.shape[-1] ** -0.5
+    want = _sdpa(q, k, v, visible)
+    fmask = torch.zeros(visible.shape).masked_fill_(~visible, LOW)
+    got = attention(lib, q, k, v, fmask, scale, False)
+    assert got.shape == (1, m, 4, 16) and got.is_contiguous()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(attention(lib, q, k, v, visible, scale, False), got)  # bool mask: the same bits
+    wide = torch.cat([fmask, torch.full((1, 1, m, 5), LOW)], -1)  # columns past the keys are ignored
+    assert torch.equal(attention(lib, q, k, v, wide, scale, False), got)
+    causal = torch.ones(m, s, dtype=torch.bool).tril(s - m)[None, None]
+    torch.testing.assert_close(attention(lib, q, k, v, None, scale, True), _sdpa(q, k, v, causal),
+                               rtol=1e-5, atol=1e-5)
+    bias = torch.randn(1, 1, m, s).masked_fill_(~visible, float("-inf"))  # finite values are added
+    torch.testing.assert_close(attention(lib, q, k, v, bias, scale, False), _sdpa(q, k, v, bias),
+                               rtol=1e-5, atol=1e-5)
+
+
+@needs_kernel
+def test_a_row_depends_only_on_the_keys_it_sees():
+    """Row i over a cache with hidden keys between its visible ones gives the same bits as row i alone over
+    just its visible keys, whatever the number of rows: a tree node and the same token decoded alone."""
+    lib = attention_library()
+    q, k, v, visible = _inputs(12, 300)
+    scale = q.shape[-1] ** -0.5
+    together = attention(lib, q, k, v, visible, scale, False)
+    for i in range(12):
+        keep = visible[0, 0, i].nonzero()[:, 0]
+        alone = attention(lib, q[:, :, i:i + 1], k[:, :, keep], v[:, :, keep], None, scale, False)
+        assert torch.equal(alone[:, 0], together[:, i])
+
+
+@needs_kernel
+def test_a_row_that_sees_nothing_gets_zeros():
+    lib = attention_library()
+    q, k, v, visible = _inputs(3, 20)
+    visible[..., 1, :] = False
+    got = attention(lib, q, k, v, visible, 0.25, False)
+    assert torch.equal(got[:, 1], torch.zeros_like(got[:, 1])) and torch.isfinite(got).all()
+
+
+def _installed_model(monkeypatch, max_rows: int = 64):
+    model = random_model("llama", vocab_size=256)
+    pack_linear_weights(model, budget_bytes=2**30, kernel="native")
+    monkeypatch.setattr(native_attention, "_probe_forwards", lambda m, report: max_rows)  # whatever the timing
+    report = native_attention.install_native_attention(model)
+    assert report.installed and report.max_rows == max_rows
+    assert model.config._attn_implementation == native_attention.NAME
+    return model
+
+
+@needs_kernel
+def test_tree_logits_equal_sequential_decoding_bit_for_bit(monkeypatch):
+    """A chain inside a draft tree (a sibling branch in between), verified in one forward with the 4D tree
+    mask, gives exactly the logits of decoding the chain one token at a time: greedy verification cannot
+    differ from the model's own decoding. With transformers' SDPA and F.linear it differs by ~1e-6."""
+    model = _installed_model(monkeypatch)
+    gen = torch.Generator().manual_seed(1)
+    ctx = 50
+    prompt = torch.randint(0, 256, (1, ctx), generator=gen)
+    chain = torch.randint(0, 256, (1, 6), generator=gen)
+    ids = torch.cat([chain[:, :2], torch.tensor([[7]]), chain[:, 2:]], 1)  # nodes: c0 c1 sibling c2 .. c5
+    parent = [-1, 0, 0, 1, 3, 4, 5]
+    depth = [0, 1, 1, 2, 3, 4, 5]
+    n = len(parent)
+    allow = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        j = i
+        while j >= 0:
+            allow[i, j], j = True, parent[j]
+    hidden = torch.cat([torch.zeros(n, ctx, dtype=torch.bool), ~allow], 1)
+    mask = torch.zeros(1, 1, n, ctx + n).masked_fill_(hidden, LOW)
+    with torch.inference_mode():
+        tree_cache = new_kv_cache(model, ctx + 16)
+        model(input_ids=prompt, past_key_values=tree_cache, use_cache=True, logits_to_keep=1)
+        tree = model(input_ids=ids, position_ids=(ctx + torch.tensor(depth))[None], attention_mask=mask,
+                     past_key_values=tree_cache, use_cache=True, logits_to_keep=n).logits[0]
+        seq_cache = new_kv_cache(model, ctx + 16)
+        model(input_ids=prompt, past_key_values=seq_cache, use_cache=True, logits_to_keep=1)
+        seq = [model(input_ids=chain[:, i:i + 1], past_key_values=seq_cache, use_cache=True).logits[0, -1]
+               for i in range(6)]
+    for i, row in enumerate([0, 1, 3, 4, 5, 6]):
+        assert torch.equal(tree[row], seq[i]), i
+
+
+@needs_kernel
+def test_more_rows_than_max_rows_and_prefills_use_sdpa(monkeypatch):
+    model = _installed_model(monkeypatch, max_rows=4)
+    reference = random_model("llama", vocab_size=256)  # same seed: same weights, stock attention
+    calls = []
+    real = native_attention.native_attention
+    monkeypatch.setattr(native_attention, "native_attention", lambda *a: calls.append(a[1].shape[2]) or real(*a))
+    ids = torch.randint(0, 256, (1, 30), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        got = model(input_ids=ids).logits  # a 30-token prefill: sdpa
+        assert calls == []
+        torch.testing.assert_close(got, reference(input_ids=ids).logits, rtol=1e-4, atol=1e-4)
+        cache = new_kv_cache(model, 64)
+        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        model(input_ids=ids[:, :3], past_key_values=cache, use_cache=True)  # 3 rows: the kernel
+    assert calls == [3, 3]  # once per layer
+
+
+def test_not_installed_when_disabled_or_for_other_attention(monkeypatch):
+    monkeypatch.setenv(native_attention.ATTENTION_ENV, "0")
+    model = random_model("llama", vocab_size=256)
+    report = native_attention.install_native_attention(model)
+    assert not report.installed and native_attention.ATTENTION_ENV in report.reason
+    assert model.config._attn_implementation == "sdpa"
+    monkeypatch.delenv(native_attention.ATTENTION_ENV)
+    model.set_attn_implementation("eager")
+    report = native_attention.install_native_attention(model)
+    assert not report.installed and "eager" in report.reason
+    assert model.config._attn_implementation == "eager"
+
+
+@needs_kernel
+def test_a_slower_probe_keeps_sdpa(monkeypatch):
+    model = random_model("llama", vocab_size=256)
+    monkeypatch.setattr(native_attention, "_probe_forwards", lambda m, report: 0)
+    report = native_attention.install_native_attention(model)
+    assert not report.installed and "faster" in report.reason
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_tiny_coder_reports_its_attention(tiny_coder):
+    report = tiny_coder.attention
+    assert report is not None
+    if attention_library() is not None and report.installed:
+        assert report.max_rows >= 1 and 1 in report.probe_ms
+        assert tiny_coder.model.config._attn_implementation == native_attention.NAME
+    else:
+        assert report.reason
