@@ -27,9 +27,12 @@ from .cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-#: Draft-tree sizes (tokens) at which c(n) is measured; others are interpolated.
-SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
-FORMAT = 2  # 2: as many rounds as MEASURE_BUDGET_S allows (1: 7 rounds); a new format measures again
+#: Draft-tree sizes (tokens) at which c(n) is measured; others are interpolated. Every size up to 16: on a
+#: CPU c(n) has steps where a row-blocked kernel needs one more block (tiny-py-coder with the native linear
+#: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
+#: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
+SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
+FORMAT = 3  # 3: every size to 16; 2: as many rounds as MEASURE_BUDGET_S allows; a new format measures again
 #: Seconds the measurement at first load may take in all: after its first 7 rounds, more rounds while
 #: within this (steadier medians on a shared machine).
 MEASURE_BUDGET_S = 4.0
