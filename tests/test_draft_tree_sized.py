@@ -61,7 +61,7 @@ def test_a_failed_native_build_falls_back_to_python(monkeypatch, tmp_path, caplo
     monkeypatch.setattr(native, "_compiler", lambda: "false")
     monkeypatch.setattr(native, "_state", {})
     assert native.library() is None
-    assert "native drafting code unavailable" in caplog.text
+    assert "native code unavailable" in caplog.text
     parts = _parts([3, 2, 1], [1, 1])
     assert tree_fields(build_draft_tree(parts, 64, 0.0, _trained(0), COST)) == \
         tree_fields(reference_build_draft_tree(parts, 64, 0.0, _trained(0), COST))
