@@ -104,8 +104,9 @@ class VerifyCost:
 
 def cost_key(loaded) -> dict:
     """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
-    the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`) and whether the
-    native attention serves (:mod:`engine.native_attention`): they change c(n)."""
+    the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`), whether the
+    native attention serves (:mod:`engine.native_attention`) and whether the lean forward does
+    (:mod:`engine.lean_forward`): they change c(n)."""
     model = loaded.model
     params = sum(p.numel() for p in model.parameters())
     name = str(loaded.name)
@@ -116,6 +117,7 @@ def cost_key(loaded) -> dict:
             "packed_layers": len(packing.layers) if (packing := getattr(loaded, "packing", None)) else 0,
             "kernel": packing.kernel if packing else "",
             "attention": "native" if (att := getattr(loaded, "attention", None)) and att.installed else "",
+            "lean_forward": getattr(loaded, "lean_forward", None) == "",
             "format": FORMAT}
 
 

@@ -46,6 +46,8 @@ class LoadedModel:
             (:class:`engine.packed_linear.PackReport`), or None when packing was not tried.
         attention: whether the native few-row attention serves the model
             (:class:`engine.native_attention.AttentionReport`), or None when it was not tried.
+        lean_forward: why the lean decode forward (:mod:`engine.lean_forward`) was not installed, ""
+            when it was, None when it was not tried.
     """
 
     model: torch.nn.Module
@@ -56,6 +58,7 @@ class LoadedModel:
     sdsat: "SdsatConfig | None" = None
     packing: "PackReport | None" = None
     attention: "AttentionReport | None" = None
+    lean_forward: str | None = None
     _token_info: "TokenInfo | None" = field(default=None, repr=False)
     _token_bytes: object | None = field(default=None, repr=False)
 
@@ -207,7 +210,8 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
             few-row products (:func:`engine.packed_linear.pack_linear_weights`, within
             ``$FASTCODER_PACKED_WEIGHTS_MB``) and the native few-row attention
             (:func:`engine.native_attention.install_native_attention`), each where a probe at load finds
-            it faster on this machine; outputs are unchanged up to float rounding.
+            it faster on this machine, and the lean decode forward (:mod:`engine.lean_forward`, bit-identical
+            outputs); outputs are unchanged up to float rounding.
 
     Returns:
         A :class:`LoadedModel` in eval mode.
@@ -244,17 +248,19 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
             f"elsewhere and pass --model /path/to/folder or set {MODEL_ENV}") from err
     model.to(dev)
     model.eval()
-    packing = attention = None
+    packing = attention = lean = None
     if pack_weights and dev.type == "cpu" and torch_dtype == torch.float32:
+        from .lean_forward import install_lean_forward  # noqa: PLC0415
         from .native_attention import install_native_attention  # noqa: PLC0415
         from .packed_linear import pack_linear_weights  # noqa: PLC0415
 
         packing = pack_linear_weights(model)
-        attention = install_native_attention(model)
+        lean = install_lean_forward(model)
+        attention = install_native_attention(model)  # its probe times the forward the decoder will run
     log.info("loaded %s on %s (%s)", name, dev, torch_dtype)
     return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name,
                        sdsat=_load_sdsat(source, local_only), packing=packing,
-                       attention=attention)
+                       attention=attention, lean_forward=lean)
 
 
 def _load_sdsat(source: str, local_only: bool):

@@ -77,6 +77,22 @@ def real_code_prompts(tiny_coder):
     return prompts
 
 
+def tree_mask(past: int, parent: list[int]) -> "torch.Tensor":
+    """The additive 4D tree-attention mask (1, 1, n, past + n) for n nodes after ``past`` cached tokens, node i
+    under ``parent[i]`` (-1: the root): each node sees the cache, itself and its ancestors (float32 min
+    elsewhere), as :meth:`engine.draft_tree.DraftTree.attention_mask` builds it."""
+    import torch
+
+    n = len(parent)
+    allow = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        j = i
+        while j >= 0:
+            allow[i, j], j = True, parent[j]
+    hidden = torch.cat([torch.zeros(n, past, dtype=torch.bool), ~allow], 1)
+    return torch.zeros(1, 1, n, past + n).masked_fill_(hidden, torch.finfo(torch.float32).min)
+
+
 def random_model(family: str, vocab_size: int = 512, seed: int = 0):
     """A tiny randomly initialised causal LM of ``family`` (llama | qwen2 | gpt2), fp32, eval mode."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM

@@ -12,7 +12,7 @@ from engine.kv_cache import new_kv_cache
 from engine.native.attention import attention, attention_library
 from engine.native.linear import gemm_library
 from engine.packed_linear import pack_linear_weights
-from tests.conftest import random_model
+from tests.conftest import random_model, tree_mask
 
 needs_kernel = pytest.mark.skipif(attention_library() is None or gemm_library() is None,
                                   reason="no native kernels on this machine")
@@ -105,13 +105,7 @@ def test_tree_logits_equal_sequential_decoding_bit_for_bit(monkeypatch):
     parent = [-1, 0, 0, 1, 3, 4, 5]
     depth = [0, 1, 1, 2, 3, 4, 5]
     n = len(parent)
-    allow = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        j = i
-        while j >= 0:
-            allow[i, j], j = True, parent[j]
-    hidden = torch.cat([torch.zeros(n, ctx, dtype=torch.bool), ~allow], 1)
-    mask = torch.zeros(1, 1, n, ctx + n).masked_fill_(hidden, LOW)
+    mask = tree_mask(ctx, parent)
     with torch.inference_mode():
         tree_cache = new_kv_cache(model, ctx + 16)
         model(input_ids=prompt, past_key_values=tree_cache, use_cache=True, logits_to_keep=1)

@@ -1,0 +1,131 @@
+"""A lean decoder forward for Llama-family models at decode time: the same modules, fewer wrappers.
+
+A decode step of tiny-py-coder on this project's CPU spends ~0.6 ms of ~3.8 ms outside the model's own
+arithmetic: transformers' per-forward machinery (input/output capture decorators, kwargs merging, per-layer
+module hooks and keyword plumbing). :func:`install_lean_forward` replaces the inner model's ``forward`` (the
+``LlamaModel`` of a ``LlamaForCausalLM``) with one that, for the calls the decoder makes (token ids, batch 1,
+a KV cache, inference mode, no extra outputs), runs the same computation directly: the embedding, the model's
+own rotary module, then per layer the RMSNorm arithmetic of ``LlamaRMSNorm`` (float32), the layer's
+``q/k/v/o_proj`` and MLP modules, the modeling module's own ``apply_rotary_pos_emb``, the cache's ``update``
+and the attention function the model is configured with (:mod:`engine.native_attention` or ``sdpa``), with
+the mask transformers' ``create_causal_mask`` builds. Any other call (gradients, ``inputs_embeds``, a batch,
+``output_hidden_states``, no cache) goes to the original ``forward``.
+
+The outputs are bit-identical to the original forward's (tested on random Llama and Qwen2 models and on
+tiny-py-coder: prefill, plain steps and draft trees). Measured on tiny-py-coder (1 thread, 512 cached tokens):
+one token 3.80 -> 3.24 ms, 9 tokens 5.62 -> 5.06 ms.
+
+Supported: ``model_type`` ``llama`` and ``qwen2`` without sliding-window layers, float32 RMSNorms of those
+classes. Anything else keeps transformers' forward (:func:`install_lean_forward` says why).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+#: Model types whose decoder layers have exactly the structure the lean forward replays.
+SUPPORTED = ("llama", "qwen2")
+#: RMSNorm classes whose arithmetic :func:`_rms_norm` reproduces bit for bit.
+NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm")
+#: Set on the inner model when installed (tests and status read it).
+INSTALLED_ATTR = "_fastcoder_lean_forward"
+
+
+def _rms_norm(norm, x: torch.Tensor) -> torch.Tensor:
+    """``LlamaRMSNorm.forward`` for a float32 ``x``: the same operations in the same order."""
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return norm.weight * (x * torch.rsqrt(variance + norm.variance_epsilon))
+
+
+def why_not(model) -> str:
+    """Why :func:`install_lean_forward` would leave ``model`` alone ("" when it would install)."""
+    config = getattr(model, "config", None)
+    base = getattr(model, "model", None)
+    if config is None or base is None or getattr(config, "model_type", None) not in SUPPORTED:
+        return f"model type {getattr(config, 'model_type', None)!r} is not one of {SUPPORTED}"
+    if any(t != "full_attention" for t in (getattr(config, "layer_types", None) or ())):
+        return "sliding-window layers"
+    for name in ("embed_tokens", "layers", "norm", "rotary_emb"):
+        if not hasattr(base, name):
+            return f"the inner model has no {name}"
+    for layer in base.layers:
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        if attn is None or mlp is None or getattr(attn, "sliding_window", None) is not None:
+            return "a decoder layer of another structure"
+        if not all(hasattr(attn, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "head_dim", "scaling")):
+            return "an attention module of another structure"
+        if not all(hasattr(mlp, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+            return "an MLP of another structure"
+        if type(layer.input_layernorm).__name__ not in NORMS or type(layer.post_attention_layernorm).__name__ not in NORMS:
+            return "a norm of another class"
+    if type(base.norm).__name__ not in NORMS:
+        return "a final norm of another class"
+    module = sys.modules.get(type(base).__module__)
+    if module is None or not all(hasattr(module, f) for f in ("apply_rotary_pos_emb", "create_causal_mask",
+                                                               "eager_attention_forward")):
+        return "the modeling module lacks apply_rotary_pos_emb, create_causal_mask or eager_attention_forward"
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        return "not float32"
+    return ""
+
+
+#: Environment variable: ``0`` keeps transformers' forward.
+LEAN_ENV = "FASTCODER_LEAN_FORWARD"
+
+
+def install_lean_forward(model) -> str:
+    """Give ``model.model`` the lean forward (see the module docstring). Returns "" when installed, else the
+    reason it was not (``$FASTCODER_LEAN_FORWARD=0``, or :func:`why_not`); never raises for an unsupported
+    model."""
+    if os.environ.get(LEAN_ENV, "").strip() == "0":
+        return f"{LEAN_ENV}=0"
+    reason = why_not(model)
+    if reason:
+        return reason
+    base = model.model
+    if getattr(base, INSTALLED_ATTR, False):
+        return ""
+    module = sys.modules[type(base).__module__]
+    original = base.forward
+    rotary, make_mask, eager = module.apply_rotary_pos_emb, module.create_causal_mask, module.eager_attention_forward
+    from transformers.modeling_outputs import BaseModelOutputWithPast  # noqa: PLC0415
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS  # noqa: PLC0415
+
+    def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
+                use_cache=None, **kwargs):
+        if (kwargs or input_ids is None or inputs_embeds is not None or past_key_values is None
+                or input_ids.shape[0] != 1 or base.training or torch.is_grad_enabled()):
+            return original(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                            past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
+                            **kwargs)
+        x = base.embed_tokens(input_ids)
+        rows = x.shape[1]
+        if position_ids is None:
+            start = past_key_values.get_seq_length()
+            position_ids = torch.arange(start, start + rows, device=x.device)[None]
+        mask = make_mask(config=base.config, inputs_embeds=x, attention_mask=attention_mask,
+                         past_key_values=past_key_values, position_ids=position_ids)
+        cos, sin = base.rotary_emb(x, position_ids=position_ids)
+        attend = ALL_ATTENTION_FUNCTIONS.get_interface(base.config._attn_implementation, eager)
+        shape = (1, rows, -1)
+        for layer in base.layers[:base.config.num_hidden_layers]:
+            attn, mlp = layer.self_attn, layer.mlp
+            h = _rms_norm(layer.input_layernorm, x)
+            hidden_shape = (1, rows, -1, attn.head_dim)
+            q = attn.q_proj(h).view(hidden_shape).transpose(1, 2)
+            k = attn.k_proj(h).view(hidden_shape).transpose(1, 2)
+            v = attn.v_proj(h).view(hidden_shape).transpose(1, 2)
+            q, k = rotary(q, k, cos, sin)
+            k, v = past_key_values.update(k, v, attn.layer_idx)
+            out, _ = attend(attn, q, k, v, mask, dropout=0.0, scaling=attn.scaling)
+            x = x + attn.o_proj(out.reshape(shape).contiguous())
+            h = _rms_norm(layer.post_attention_layernorm, x)
+            x = x + mlp.down_proj(mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h))
+        return BaseModelOutputWithPast(last_hidden_state=_rms_norm(base.norm, x), past_key_values=past_key_values)
+
+    base.forward = forward
+    setattr(base, INSTALLED_ATTR, True)
+    return ""

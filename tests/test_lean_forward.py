@@ -1,0 +1,94 @@
+"""The lean decode forward (engine/lean_forward.py) gives transformers' outputs bit for bit and steps aside for
+every call it does not cover."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import lean_forward
+from engine.kv_cache import new_kv_cache
+from engine.lean_forward import INSTALLED_ATTR, install_lean_forward, why_not
+from tests.conftest import random_model, tree_mask
+
+PARENT = [-1, 0, 0, 1, 3]  # a draft tree: the pending token, two children, a chain below the first
+DEPTH = torch.tensor([0, 1, 1, 2, 3])
+
+
+def _model(family: str):
+    """A random model whose norm weights are not all ones (as trained ones are not)."""
+    model = random_model(family, vocab_size=256)
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.5 * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def _run(model, prompt, steps):
+    """Prefill logits, then per step (token ids; a plain step for one id, else a tree of shape PARENT) its
+    logits; one cache throughout, keeping each step's first token as acceptance would."""
+    outs = []
+    with torch.inference_mode():
+        cache = new_kv_cache(model, prompt.shape[1] + 32)
+        outs.append(model(input_ids=prompt, past_key_values=cache, use_cache=True).logits)
+        for ids in steps:
+            past = cache.get_seq_length()
+            if ids.shape[1] == 1:
+                pos, mask = torch.tensor([[past]]), None
+            else:
+                pos, mask = (past + DEPTH)[None], tree_mask(past, PARENT)
+            outs.append(model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=cache,
+                              use_cache=True, logits_to_keep=ids.shape[1]).logits)
+            cache.crop(past + 1 - cache.get_seq_length())
+    return outs
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_lean_forward_equals_transformers_bit_for_bit(family):
+    gen = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, 256, (1, 40), generator=gen)
+    steps = [torch.randint(0, 256, (1, 1 if i % 2 == 0 else len(PARENT)), generator=gen) for i in range(8)]
+    reference = _run(_model(family), prompt, steps)
+    model = _model(family)
+    assert install_lean_forward(model) == "" and getattr(model.model, INSTALLED_ATTR)
+    calls = []
+    real = model.model.forward
+    model.model.forward = lambda **kw: calls.append(1) or real(**kw)
+    got = _run(model, prompt, steps)
+    assert len(calls) == len(got)
+    for want, have in zip(reference, got):
+        assert torch.equal(want, have)
+
+
+def test_calls_it_does_not_cover_go_to_transformers(monkeypatch):
+    model = random_model("llama", vocab_size=256)
+    reference = random_model("llama", vocab_size=256)
+    install_lean_forward(model)
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(4))
+    # a batch, no cache, inputs_embeds, gradients: all through the original forward, same results
+    with torch.inference_mode():
+        torch.testing.assert_close(model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=0, atol=0)
+        embeds = reference.model.embed_tokens(ids[:1])
+        torch.testing.assert_close(model(inputs_embeds=embeds).logits, reference(inputs_embeds=embeds).logits,
+                                   rtol=0, atol=0)
+    out = model(input_ids=ids[:1], past_key_values=new_kv_cache(model, 16), use_cache=True).logits
+    assert out.requires_grad  # gradients kept: the original forward ran
+    out.sum().backward()
+
+
+def test_unsupported_models_are_left_alone(monkeypatch):
+    gpt2 = random_model("gpt2", vocab_size=256)
+    assert "gpt2" in install_lean_forward(gpt2) and not getattr(gpt2.transformer, INSTALLED_ATTR, False)
+    model = random_model("llama", vocab_size=256)
+    model.model.layers[0].input_layernorm = torch.nn.LayerNorm(64)  # arithmetic the lean forward does not replay
+    assert "norm" in why_not(model)
+    monkeypatch.setenv(lean_forward.LEAN_ENV, "0")
+    model = random_model("llama", vocab_size=256)
+    assert lean_forward.LEAN_ENV in install_lean_forward(model)
+    assert not getattr(model.model, INSTALLED_ATTR, False)
+
+
+def test_tiny_coder_runs_the_lean_forward(tiny_coder):
+    assert tiny_coder.lean_forward == "" and getattr(tiny_coder.model.model, INSTALLED_ATTR)
