@@ -170,6 +170,7 @@ class EngineHost(IndexingMixin):
             self._decoders.clear()
             self._caches.clear()
             self.state = "ready"
+            self._mark_queued(list(self.folders))  # a status poll never sees a ready host with unbuilt folders
             self.load_ms = (time.perf_counter() - t0) * 1000
             self.ready_at = time.perf_counter()
         log.info("model %s ready on %s in %.0f ms", loaded.name, loaded.device, self.load_ms)

@@ -61,6 +61,19 @@ class FolderIndex:
 class IndexingMixin:
     """The repository-datastore half of :class:`lsp_server.host.EngineHost` (state lives there)."""
 
+    def _mark_queued(self, roots: list[str]) -> None:
+        """Show ``roots`` as ``indexing`` from the moment their build is queued (caller holds ``_lock``).
+
+        The build itself runs later on the (low-priority) loader thread; until it starts, a folder left
+        ``off`` would read as "nothing to index" to a client polling ``fastcoder/status``, and file
+        events for it would be dropped while the build that follows still reads the disk."""
+        if not self.settings.repo_index:
+            return
+        for root in roots:
+            index = self.folders.get(root)
+            if index is not None and index.state != "ready":
+                index.state, index.error = "indexing", None
+
     def _index_all(self, gen: int) -> None:
         for root in list(self.folders):
             if gen != self._generation:
@@ -137,6 +150,8 @@ class IndexingMixin:
                 self.folders[root] = FolderIndex(root)
             gen = self._generation
             ready = self.state == "ready"
+            if ready:
+                self._mark_queued(added)
         if ready:
             for root in added:
                 self.loader_pool.submit(self._index_folder, root, gen)

@@ -111,7 +111,7 @@ def test_a_checkout_of_many_files_does_not_block_completions_and_d_r_converges(t
                 server._cond.wait(0.2)
         else:
             pytest.fail("D_r did not converge to the files on disk")
-        assert status["index"]["rebuilds"] >= 1
+        assert status["index"]["rebuilds"] >= 1, status["index"] | {"counters": status["counters"]}
         assert server.close() == 0
     finally:
         if server.proc.poll() is None:

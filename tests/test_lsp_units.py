@@ -186,3 +186,29 @@ def test_typing_keeps_the_prompt_window_start_stable():
     assert all(len(p) <= 512 for p in prompts)
     shared = [common_prefix_len(a, b) / len(b) for a, b in zip(prompts, prompts[1:])]
     assert sum(s > 0.6 for s in shared) >= len(shared) - 1, shared
+
+
+def test_a_folder_reads_indexing_from_the_moment_its_build_is_queued(tmp_path, tiny_tokenizer):
+    """A client waiting for indexing polls until no folder reads ``indexing``: a folder added to a ready
+    host must not read ``off`` while its build waits behind other work on the loader thread (the
+    client then took the index as built, and the files it rewrote next were read by that first build)."""
+    import threading  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from lsp_server.host import EngineHost  # noqa: PLC0415
+
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")
+    host = EngineHost(Settings())
+    try:
+        host.loaded, host.state = SimpleNamespace(tokenizer=tiny_tokenizer), "ready"
+        release = threading.Event()
+        host.loader_pool.submit(release.wait, 30)  # the loader thread is busy: the build stays queued
+        host.set_folders([str(tmp_path)])
+        assert host.folders[str(tmp_path)].summary()["state"] == "indexing"
+        release.set()
+        host.loader_pool.submit(lambda: None).result(60)  # the queued build has run
+        summary = host.folders[str(tmp_path)].summary()
+        assert summary["state"] == "ready" and summary["builds"] == 1 and summary["files"] == 1
+    finally:
+        release.set()
+        host.shutdown()
