@@ -102,6 +102,17 @@ class VerifyCost:
         return {**asdict(self), "c": {str(n): round(float(r), 3) for n, r in zip(self.sizes, self.ratios)}}
 
 
+def _kernel_name(packing) -> str:
+    """The packed layers' kernel; the native one with its library version (a changed C kernel measures again)."""
+    if not packing:
+        return ""
+    if packing.kernel == "native":
+        from . import native  # noqa: PLC0415
+
+        return f"native-{native.version()}"
+    return str(packing.kernel)
+
+
 def cost_key(loaded) -> dict:
     """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
     the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`), whether the
@@ -115,7 +126,7 @@ def cost_key(loaded) -> dict:
     return {"model": name, "params": int(params), "device": str(loaded.device),
             "dtype": str(loaded.dtype).removeprefix("torch."), "threads": int(torch.get_num_threads()),
             "packed_layers": len(packing.layers) if (packing := getattr(loaded, "packing", None)) else 0,
-            "kernel": packing.kernel if packing else "",
+            "kernel": _kernel_name(packing),
             "attention": "native" if (att := getattr(loaded, "attention", None)) and att.installed else "",
             "lean_forward": getattr(loaded, "lean_forward", None) == "",
             "format": FORMAT}

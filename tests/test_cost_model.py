@@ -241,3 +241,23 @@ def test_a_trained_estimator_prunes_alternatives_from_the_tree():
         est.update(tree.keys, tree.parents, [i for i, t in enumerate(tree.tokens.tolist()) if t in (1, 2, 3, 4)])
     chain = build_draft_tree(parts, 16, 0.0, est, cost)
     assert chain.tokens.tolist() == [1, 2, 3, 4]
+
+
+def test_the_cost_key_names_the_native_library_version(monkeypatch):
+    """A changed C kernel changes c(n): the key of a curve measured with the native kernels carries the
+    library's version (a hash of its sources), so the curve is measured again after an update."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from engine import cost_model as cm  # noqa: PLC0415
+    from engine import native  # noqa: PLC0415
+
+    if native.library() is None:
+        pytest.skip("no native library on this machine")
+    loaded = loaded_random("llama")
+    loaded.packing = SimpleNamespace(kernel="native", layers=["0"])
+    version = native.version()
+    assert len(version) == 16 and cm.cost_key(loaded)["kernel"] == f"native-{version}"
+    monkeypatch.setitem(native._state, "version", "0" * 16)  # another build of the sources
+    assert cm.cost_key(loaded)["kernel"] == "native-" + "0" * 16
+    loaded.packing = SimpleNamespace(kernel="mkl", layers=["0"])
+    assert cm.cost_key(loaded)["kernel"] == "mkl"

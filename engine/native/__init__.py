@@ -107,6 +107,12 @@ def library() -> ctypes.CDLL | None:
     return lib
 
 
+def version() -> str:
+    """The loaded library's version: a hash (16 hex digits) of its C sources, flags and platform; "" when
+    :func:`library` gives None. Results measured with the native kernels (the c(n) curve) are keyed by it."""
+    return str(_state.get("version", "")) if library() is not None else ""
+
+
 def _load() -> ctypes.CDLL | None:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
@@ -114,6 +120,7 @@ def _load() -> ctypes.CDLL | None:
         digest.update((here / name).read_bytes())
     digest.update(" ".join(CFLAGS).encode())
     digest.update(f"{platform.machine()}-{platform.system()}".encode())
+    _state["version"] = digest.hexdigest()[:16]
     out = cache_dir() / digest.hexdigest()[:16] / "libfastcoder_native.so"
     if not out.exists():
         compiler = _compiler()

@@ -90,8 +90,6 @@ static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(y + i * 8, a[i]);
 }
 
-/* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack. Panels outermost: each is
-   read from memory once and reused from cache by every block of rows. */
 /* Rows [r0, r0 + mr) (mr <= 6) times every panel; one row takes 4 full panels at once. */
 static TGT void rows_block(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
                            float *y) {
@@ -114,18 +112,57 @@ static TGT void rows_block(const float *x, int64_t r0, int64_t mr, int64_t k, co
     }
 }
 
-/* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack: blocks of 6 rows (the widest
-   register block), each streaming every panel, then the 1-5 rows left. Measured on the 43 products of
-   tiny-py-coder (1 thread, ms, interleaved): 7 rows 2.51 -> 2.15, 9 rows 2.71 -> 2.35, 12 rows
-   3.18 -> 2.71 against balanced blocks with panels outermost (7 rows as 4 + 3): a block of 3-4 rows alone
-   leaves the FMA units waiting on latency, which costs more than reading the weights twice. */
+/* Panels per group in fc_gemm: 4 panels of K = 256-768 inputs are 64-192 KiB, held in L2 while every block of
+   rows passes over them. Measured on the 43 products of tiny-py-coder (1 thread, ms, median of 15 interleaved
+   calls, weights warm / evicted from the caches first), rows outermost -> groups of 4 panels:
+     7 rows  3.38 -> 3.06 / 3.68 -> 3.26;  8 rows  3.89 -> 3.20 / 4.25 -> 3.56;
+     12 rows 4.32 -> 3.64 / 4.77 -> 3.97;  16 rows 5.55 -> 4.25 / 5.62 -> 4.85;
+   groups of 2, 8 and 16 panels were within 5% of 4, slower at 13-16 rows. */
+#ifndef PANEL_GROUP
+#define PANEL_GROUP 4
+#endif
+
+/* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack. Up to 6 rows: one register
+   block streams every panel (one row takes 4 panels at once). More rows: panels outermost, in groups of
+   PANEL_GROUP; each group is read from memory once by the first 6-row block and found in L2 by the others
+   and by the 1-5 rows left. (Rows outermost read every weight again for each block: a 7th row cost as
+   much as a 2nd weight pass.) The blocking changes no output's FMA chain, so results are the same bits. */
 void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
-    int64_t r0 = 0;
     if (m <= 0 || n <= 0)
         return;
-    for (; r0 + 6 <= m; r0 += 6) rows_block(x, r0, 6, k, wp, n, y);
-    if (r0 < m)
-        rows_block(x, r0, m - r0, k, wp, n, y);
+    if (m <= 6) {
+        rows_block(x, 0, m, k, wp, n, y);
+        return;
+    }
+    int64_t panels = (n + NR - 1) / NR, full = n / NR;
+    for (int64_t j0 = 0; j0 < panels; j0 += PANEL_GROUP) {
+        int64_t j1 = j0 + PANEL_GROUP < panels ? j0 + PANEL_GROUP : panels;
+        int64_t r0 = 0;
+        for (; r0 + 6 <= m; r0 += 6)
+            for (int64_t j = j0; j < j1; j++) {
+                int64_t cols = n - j * NR < NR ? n - j * NR : NR;
+                kern6(x + r0 * k, k, wp + j * k * NR, k, y + r0 * n + j * NR, n, cols);
+            }
+        int64_t mr = m - r0;
+        if (mr == 0)
+            continue;
+        const float *px = x + r0 * k;
+        float *py = y + r0 * n;
+        int64_t j = j0;
+        if (mr == 1)
+            for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
+        for (; j < j1; j++) {
+            const float *pw = wp + j * k * NR;
+            int64_t cols = n - j * NR < NR ? n - j * NR : NR;
+            switch (mr) {
+            case 1: kern1(px, k, pw, k, py + j * NR, n, cols); break;
+            case 2: kern2(px, k, pw, k, py + j * NR, n, cols); break;
+            case 3: kern3(px, k, pw, k, py + j * NR, n, cols); break;
+            case 4: kern4(px, k, pw, k, py + j * NR, n, cols); break;
+            default: kern5(px, k, pw, k, py + j * NR, n, cols); break;
+            }
+        }
+    }
 }
 
 #else
