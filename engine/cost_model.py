@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,14 @@ log = logging.getLogger(__name__)
 #: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
 #: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
-FORMAT = 3  # 3: every size to 16; 2: as many rounds as MEASURE_BUDGET_S allows; a new format measures again
+FORMAT = 4  # 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds within MEASURE_BUDGET_S
+#: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
+#: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row
+#: dearer: tiny-py-coder, 1 thread, c(6) 1.44-1.56 at 512 tokens and 1.64-1.72 at 1,024, c(12) 1.77-1.83
+#: and 2.09-2.11 (two measurements each), and most FIM prompts fill the budget.
+SHORT_CONTEXT, LONG_CONTEXT = 512, 1024
+#: Context lengths are bucketed to this many tokens for the interpolated curves (:meth:`VerifyCost.at`).
+CONTEXT_BUCKET = 32
 #: Seconds the measurement at first load may take in all: after its first 7 rounds, more rounds while
 #: within this (steadier medians on a shared machine).
 MEASURE_BUDGET_S = 4.0
@@ -49,6 +56,10 @@ class VerifyCost:
         context: KV-cache length (tokens) the curve was measured at.
         key: what it was measured for (model, device, dtype, threads).
         rounds: how many timed rounds the medians are over (0: not measured here).
+        long_ratios: c(n) for the same sizes at ``long_context`` tokens of KV cache (empty: one curve for
+            every context length).
+        long_context: KV-cache length (tokens) of ``long_ratios``.
+        long_decode_ms: one plain decode step at ``long_context`` tokens, in ms.
     """
 
     sizes: list[int]
@@ -57,6 +68,27 @@ class VerifyCost:
     context: int
     key: dict = field(default_factory=dict)
     rounds: int = 0
+    long_ratios: list[float] = field(default_factory=list)
+    long_context: int = 0
+    long_decode_ms: float = 0.0
+
+    def at(self, context: int) -> "VerifyCost":
+        """The curve for a KV cache of ``context`` tokens: ``ratios`` up to ``self.context``,
+        ``long_ratios`` from ``long_context`` on, linear in the context length between (attention's
+        work grows linearly with it). Bucketed to :data:`CONTEXT_BUCKET` tokens and kept, so the
+        per-step lookups (:meth:`upto`) stay cached. ``self`` when there is no second curve."""
+        if not self.long_ratios or self.long_context <= self.context or len(self.long_ratios) != len(self.ratios):
+            return self
+        bucket = min(max(int(context), self.context), self.long_context) // CONTEXT_BUCKET
+        cache = self.__dict__.setdefault("_at_cache", {})
+        curve = cache.get(bucket)
+        if curve is None:
+            t = (bucket * CONTEXT_BUCKET - self.context) / (self.long_context - self.context)
+            t = min(max(t, 0.0), 1.0)
+            ratios = [round((1 - t) * a + t * b, 4) for a, b in zip(self.ratios, self.long_ratios)]
+            curve = cache[bucket] = VerifyCost(list(self.sizes), ratios, self.decode_ms, bucket * CONTEXT_BUCKET,
+                                               self.key, self.rounds)
+        return curve
 
     def c(self, n: int | np.ndarray) -> np.ndarray | float:
         """c(n) for draft-tree sizes ``n`` (int or int array): 1 at n = 0, linear interpolation between
@@ -98,8 +130,12 @@ class VerifyCost:
         return cls(list(SIZES), [1.0] * len(SIZES), 0.0, 0, {"kind": "flat"})
 
     def as_dict(self) -> dict:
-        """Plain data for ``fastcoder/status`` and the benchmark JSON."""
-        return {**asdict(self), "c": {str(n): round(float(r), 3) for n, r in zip(self.sizes, self.ratios)}}
+        """Plain data for ``fastcoder/status`` and the benchmark JSON: the fields, plus ``c`` (and ``c_long``
+        with a second curve): ``{size: c(size)}``."""
+        out = {**asdict(self), "c": {str(n): round(float(r), 3) for n, r in zip(self.sizes, self.ratios)}}
+        if self.long_ratios:
+            out["c_long"] = {str(n): round(float(r), 3) for n, r in zip(self.sizes, self.long_ratios)}
+        return out
 
 
 def _kernel_name(packing) -> str:
@@ -209,8 +245,23 @@ COST_ENV = "FASTCODER_VERIFY_COST"
 
 
 def plausible(cost: VerifyCost) -> bool:
-    """Whether a measured curve looks like a device's, not like noise (c(1) <= :data:`PLAUSIBLE_C1`)."""
-    return bool(cost.ratios) and float(cost.c(1)) <= PLAUSIBLE_C1
+    """Whether a measured curve looks like a device's, not like noise (c(1) <= :data:`PLAUSIBLE_C1`, for
+    the long-context curve too)."""
+    return bool(cost.ratios) and float(cost.c(1)) <= PLAUSIBLE_C1 \
+        and (not cost.long_ratios or float(cost.at(cost.long_context).c(1)) <= PLAUSIBLE_C1)
+
+
+def measure_curves(loaded, budget_s: float = MEASURE_BUDGET_S) -> VerifyCost:
+    """c(n) at :data:`SHORT_CONTEXT` and at :data:`LONG_CONTEXT` tokens of KV cache (both capped by the
+    model's context; one curve when they meet), each within half of ``budget_s`` seconds (at least 7
+    rounds each): the curve :func:`load_or_measure_verify_cost` caches."""
+    short = measure_verify_cost(loaded, context=SHORT_CONTEXT, budget_s=budget_s / 2)
+    long_context = min(LONG_CONTEXT, loaded.max_positions - max(SIZES) - 8)
+    if long_context <= short.context:
+        return short
+    long = measure_verify_cost(loaded, context=long_context, budget_s=budget_s / 2)
+    return replace(short, long_ratios=long.ratios, long_context=long.context, long_decode_ms=long.decode_ms,
+                   rounds=min(short.rounds, long.rounds))
 
 
 def _from_env() -> VerifyCost | None:
@@ -251,17 +302,18 @@ def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = No
         data = json.loads(path.read_text())
         if data.get("key") == key:
             return VerifyCost(data["sizes"], data["ratios"], data["decode_ms"], data["context"], data["key"],
-                              int(data.get("rounds", 0)))
+                              int(data.get("rounds", 0)), list(data.get("long_ratios", [])),
+                              int(data.get("long_context", 0)), float(data.get("long_decode_ms", 0.0)))
     except FileNotFoundError:
         pass
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("verify-cost cache %s unusable (%s); measuring again", path, exc)
-    cost = measure_verify_cost(loaded, budget_s=MEASURE_BUDGET_S)
+    cost = measure_curves(loaded)
     for _ in range(2):  # other load spoiled it: measure again, and never cache a spoiled curve
         if plausible(cost):
             break
         log.warning("verify cost looks spoiled by other load (c(1) = %.2f); measuring again", cost.c(1))
-        cost = measure_verify_cost(loaded, budget_s=MEASURE_BUDGET_S)
+        cost = measure_curves(loaded)
     if not plausible(cost):
         log.warning("verify cost still implausible (c(1) = %.2f): used for this process, not cached", cost.c(1))
         return cost

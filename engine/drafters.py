@@ -333,8 +333,10 @@ class FastCoderDrafter:
         return found
 
     def propose(self, context: np.ndarray) -> DraftTree:
-        return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator,
-                                self.cost)
+        """The draft tree for ``context`` ((T,) int64: prompt + output so far), sized against the verify
+        cost at a KV cache of T tokens (:meth:`engine.cost_model.VerifyCost.at`) when sized by cost."""
+        cost = self.cost.at(len(context)) if self.cost is not None else None
+        return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost)
 
     def candidates(self, context: np.ndarray) -> list[Candidates]:
         """Every source's continuations for ``context`` (FastCoder Alg. 1: the cache first, else D_r and

@@ -92,7 +92,8 @@ def test_measurement_takes_more_rounds_within_its_time_budget(tmp_path, monkeypa
     monkeypatch.setattr(cm, "measure_verify_cost",
                         lambda m, **kw: budgets.append(kw.get("budget_s", 0.0)) or real(m, context=16, sizes=(1, 2)))
     assert load_or_measure_verify_cost(loaded, tmp_path).rounds == 7
-    assert budgets and budgets[0] == cm.MEASURE_BUDGET_S > 0
+    # two curves (a short and a long KV cache), each within half the budget
+    assert budgets == [cm.MEASURE_BUDGET_S / 2] * 2 and cm.MEASURE_BUDGET_S > 0
 
 
 def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path, monkeypatch):
@@ -105,17 +106,21 @@ def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path, monke
     # c(1), which is never cached): measurements are counted fakes from here on
     calls = []
 
-    def fake_measure(loaded_model, *args, **kwargs):
-        calls.append(1)
-        return VerifyCost([1, 4, 8], [1.2, 1.5, 1.9 + len(calls)], 5.0, 32, cm.cost_key(loaded_model))
+    def fake_measure(loaded_model, context=512, **kwargs):
+        calls.append(context)
+        return VerifyCost([1, 4, 8], [1.2, 1.5, 1.9 + len(calls)], 5.0, context, cm.cost_key(loaded_model))
 
     monkeypatch.setattr(cm, "measure_verify_cost", fake_measure)
+    monkeypatch.setattr(cm, "SHORT_CONTEXT", 64)  # within the random model's context
+    monkeypatch.setattr(cm, "LONG_CONTEXT", 256)
     first = load_or_measure_verify_cost(loaded, tmp_path)
     again = load_or_measure_verify_cost(loaded, tmp_path)
-    assert len(calls) == 1 and again.ratios == first.ratios
+    assert calls == [cm.SHORT_CONTEXT, cm.LONG_CONTEXT]  # one measurement: a short and a long curve
+    assert again.ratios == first.ratios and again.long_ratios == first.long_ratios == [1.2, 1.5, 3.9]
+    assert again.long_context == cm.LONG_CONTEXT and again.at(cm.LONG_CONTEXT).ratios == [1.2, 1.5, 3.9]
     assert again.key["device"] == "cpu" and again.key["threads"] >= 1
     (next(tmp_path.iterdir())).write_text("{broken")
-    assert load_or_measure_verify_cost(loaded, tmp_path).sizes and len(calls) == 2  # a broken cache is measured again
+    assert load_or_measure_verify_cost(loaded, tmp_path).sizes and len(calls) == 4  # a broken cache is measured again
 
 
 def test_a_curve_spoiled_by_load_is_measured_again_and_never_cached(tmp_path, monkeypatch):
@@ -126,7 +131,7 @@ def test_a_curve_spoiled_by_load_is_measured_again_and_never_cached(tmp_path, mo
     calls = []
     monkeypatch.setattr(cm, "measure_verify_cost", lambda *a, **k: calls.append(1) or spoiled)
     got = load_or_measure_verify_cost(loaded, tmp_path)
-    assert got.ratios == spoiled.ratios and len(calls) == 3  # the first try and two more
+    assert got.ratios == spoiled.ratios and len(calls) == 3 * 2  # the first try and two more, two curves each
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # used for this process, not cached
 
 
@@ -261,3 +266,37 @@ def test_the_cost_key_names_the_native_library_version(monkeypatch):
     assert cm.cost_key(loaded)["kernel"] == "native-" + "0" * 16
     loaded.packing = SimpleNamespace(kernel="mkl", layers=["0"])
     assert cm.cost_key(loaded)["kernel"] == "mkl"
+
+
+def test_the_curve_follows_the_kv_cache_length():
+    """Attention over a longer KV cache makes each extra row dearer: the curve at a context between the
+    two measured ones is interpolated, clamped outside them, and kept per bucket."""
+    cost = VerifyCost([1, 4, 8], [1.1, 1.3, 1.5], 3.0, 512, {}, 7, [1.3, 1.7, 2.1], 1024, 4.0)
+    assert cost.at(100).ratios == cost.ratios and cost.at(512).c(4) == pytest.approx(1.3)
+    assert cost.at(1024).ratios == [1.3, 1.7, 2.1] and cost.at(5000).ratios == [1.3, 1.7, 2.1]
+    assert cost.at(768).c(8) == pytest.approx(1.8) and cost.at(768) is cost.at(770)  # one bucket, kept
+    assert cost.at(600).c(8) < cost.at(900).c(8)
+    single = VerifyCost([1, 4], [1.1, 1.3], 3.0, 512)
+    assert single.at(2000) is single
+    assert cost.as_dict()["c_long"] == {"1": 1.3, "4": 1.7, "8": 2.1}
+
+
+def test_trees_are_sized_for_the_context_they_are_verified_on():
+    """The same drafts, a context copy of a repeated line: a cheap short-context curve drafts them, a long
+    context whose curve makes every draft token dear drafts fewer (here none)."""
+    from engine.drafters import FastCoderDrafter, FastCoderOptions  # noqa: PLC0415
+
+    line = [5, 6, 7, 8, 9, 10, 11, 12, 13]
+    cheap = [1.0 + 0.01 * n for n in (1, 2, 4, 8, 16, 32, 64)]
+    dear = [1.0 + 1.0 * n for n in (1, 2, 4, 8, 16, 32, 64)]
+    cost = VerifyCost([1, 2, 4, 8, 16, 32, 64], cheap, 1.0, 64, {}, 7, dear, 256)
+    sizes = {}
+    for length in (64, 256):
+        filler = [100 + (i % 50) for i in range(length - 3 * len(line) - 3)]
+        context = np.asarray(filler + line * 3 + line[:3], dtype=np.int64)
+        assert len(context) == length
+        drafter = FastCoderDrafter(None, None, None, options=FastCoderOptions(), estimator=AcceptanceEstimator(),
+                                   cost=cost)
+        drafter.reset(context)
+        sizes[length] = len(drafter.propose(context))
+    assert sizes[64] >= 3 and sizes[256] < sizes[64]

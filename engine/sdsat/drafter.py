@@ -83,7 +83,8 @@ class AdaptiveDrafter:
         self._drafts, self._drafts_at = None, -1
         if drafts is not None:
             parts.append(drafts)
-        tree = build_draft_tree(parts, self.budget, self.min_prob, self.estimator, self.cost) if parts \
+        cost = self.cost.at(len(context)) if self.cost is not None else None  # at this KV-cache length
+        tree = build_draft_tree(parts, self.budget, self.min_prob, self.estimator, cost) if parts \
             else DraftTree.empty()
         if self.every_step or drafts is None:
             self._forwards += 1
