@@ -56,6 +56,13 @@ def expected_tokens(tree) -> float:
     return float(path_probabilities(tree)[:tree.n_draft].sum())
 
 
+from engine.cost_model import VerifyCost  # noqa: E402
+
+#: The curve at a KV-cache length, as measured; kept before ``--single-curve`` stubs ``VerifyCost.at`` for the
+#: drafters, so every variant is scored on the same curves.
+CURVE_AT = VerifyCost.at
+
+
 def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, cost,
                   record: list | None = None) -> dict:
     """Replay ``method`` over ``tasks`` against the reference outputs; plain data (see module docstring).
@@ -68,7 +75,7 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
     runner._HISTORIES.clear()
     from engine.acceptance import ALTERNATIVE_STRIDE  # noqa: PLC0415
 
-    sizes, expected, accepted_draft = [], [], []
+    sizes, lengths, expected, accepted_draft = [], [], [], []
     roles = {"first_choice": [0, 0, 0.0], "alternative": [0, 0, 0.0]}  # tried, accepted, sum of estimates
     last = []  # the tree of the step being verified
     steps = tokens = 0
@@ -85,6 +92,7 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
         def recording_propose(ctx, propose=propose):
             tree = propose(ctx)
             sizes.append(tree.n_draft)
+            lengths.append(len(ctx))
             expected.append(expected_tokens(tree))
             last[:] = [tree]
             return tree
@@ -121,7 +129,9 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
         drafting_ms += sum(r["ms"])
         accepted_draft += [a - 1 for a in r["accepted"]]
     plain_ms = tokens * cost.decode_ms
-    verify_ms = sum(float(cost.c(n)) if n else 1.0 for n in sizes) * cost.decode_ms
+    # each step at the curve of its KV-cache length (engine.cost_model.VerifyCost.at)
+    verify_ms = sum(float(CURVE_AT(cost, length).c(n)) if n else 1.0
+                    for n, length in zip(sizes, lengths)) * cost.decode_ms
     known = [e for e in expected if not np.isnan(e)]
     return {"method": method, "steps": steps, "accepted_length": round(tokens / max(steps, 1), 3),  # the bench's
             "mean_tree": round(statistics.fmean(sizes), 2) if sizes else 0.0,
@@ -142,7 +152,12 @@ def main(argv=None) -> int:
     ap.add_argument("--record-candidates", default=None, metavar="PKL",
                     help="pickle every step's candidates of the last method that has them, as (list,), "
                          "the input of benchmarks/measure_draft_tree.py")
+    ap.add_argument("--single-curve", action="store_true",
+                    help="drafters size trees with the short-context c(n) curve at every context length (as "
+                         "before 2026-11-24); the prediction still scores each step at its own length")
     args = ap.parse_args(argv)
+    if args.single_curve:
+        VerifyCost.at = lambda self, context: self
 
     import torch  # noqa: PLC0415
 

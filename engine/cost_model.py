@@ -273,7 +273,9 @@ def _from_env() -> VerifyCost | None:
     try:
         data = json.loads(Path(value).read_text())
         return VerifyCost(data["sizes"], data["ratios"], float(data.get("decode_ms", 0.0)),
-                          int(data.get("context", 0)), {"kind": "env", "path": value})
+                          int(data.get("context", 0)), {"kind": "env", "path": value}, 0,
+                          list(data.get("long_ratios", [])), int(data.get("long_context", 0)),
+                          float(data.get("long_decode_ms", 0.0)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("%s=%s unusable (%s); measuring instead", COST_ENV, value, exc)
         return None
