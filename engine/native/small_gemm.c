@@ -114,17 +114,17 @@ static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k,
     for (int i = 0; i < 4; i++) _mm256_storeu_ps(y + ldy + i * 8, a[4 + i]);
 }
 
-/* Rows [r0, r0 + mr) (mr <= 6) times every panel; one row takes 4 full panels at once, two rows 2. */
-static TGT void rows_block(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
-                           float *y) {
-    int64_t panels = (n + NR - 1) / NR, j = 0;
+/* Rows [r0, r0 + mr) (mr <= 6) times panels [j0, j1); one row takes 4 full panels at once, two rows 2. */
+static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
+                            float *y, int64_t j0, int64_t j1) {
+    int64_t full = n / NR, j = j0;
     const float *px = x + r0 * k;
     float *py = y + r0 * n;
     if (mr == 1)
-        for (; j + 4 <= n / NR; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
+        for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
     if (mr == 2)
-        for (; j + 2 <= n / NR; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n);
-    for (; j < panels; j++) {
+        for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n);
+    for (; j < j1; j++) {
         const float *pw = wp + j * k * NR;
         int64_t cols = n - j * NR < NR ? n - j * NR : NR;
         switch (mr) {
@@ -156,40 +156,16 @@ static TGT void rows_block(const float *x, int64_t r0, int64_t mr, int64_t k, co
 void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
     if (m <= 0 || n <= 0)
         return;
+    int64_t panels = (n + NR - 1) / NR;
     if (m <= 6) {
-        rows_block(x, 0, m, k, wp, n, y);
+        rows_panels(x, 0, m, k, wp, n, y, 0, panels);
         return;
     }
-    int64_t panels = (n + NR - 1) / NR, full = n / NR;
     for (int64_t j0 = 0; j0 < panels; j0 += PANEL_GROUP) {
-        int64_t j1 = j0 + PANEL_GROUP < panels ? j0 + PANEL_GROUP : panels;
-        int64_t r0 = 0;
-        for (; r0 + 6 <= m; r0 += 6)
-            for (int64_t j = j0; j < j1; j++) {
-                int64_t cols = n - j * NR < NR ? n - j * NR : NR;
-                kern6(x + r0 * k, k, wp + j * k * NR, k, y + r0 * n + j * NR, n, cols);
-            }
-        int64_t mr = m - r0;
-        if (mr == 0)
-            continue;
-        const float *px = x + r0 * k;
-        float *py = y + r0 * n;
-        int64_t j = j0;
-        if (mr == 1)
-            for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
-        if (mr == 2)
-            for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n);
-        for (; j < j1; j++) {
-            const float *pw = wp + j * k * NR;
-            int64_t cols = n - j * NR < NR ? n - j * NR : NR;
-            switch (mr) {
-            case 1: kern1(px, k, pw, k, py + j * NR, n, cols); break;
-            case 2: kern2(px, k, pw, k, py + j * NR, n, cols); break;
-            case 3: kern3(px, k, pw, k, py + j * NR, n, cols); break;
-            case 4: kern4(px, k, pw, k, py + j * NR, n, cols); break;
-            default: kern5(px, k, pw, k, py + j * NR, n, cols); break;
-            }
-        }
+        int64_t j1 = j0 + PANEL_GROUP < panels ? j0 + PANEL_GROUP : panels, r0 = 0;
+        for (; r0 + 6 <= m; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
+        if (r0 < m)
+            rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1);
     }
 }
 
