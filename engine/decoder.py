@@ -24,7 +24,7 @@ from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
 from .model import LoadedModel
-from .verify import SamplingParams, accept, choose_token, compact_cache, tree_forward
+from .verify import SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,7 @@ class SpeculativeDecoder:
                 and "budget" not in self.options:
             self.options["draft_budget"] = default_draft_budget(loaded.device)
         self.max_prompt_kv_documents = 4  # documents whose prompt KV cache is kept (memory bound)
+        self._stop_tables: dict[tuple[str, ...], np.ndarray] = {}  # stop strings -> tokens that contain one
         self._kv_owners: OrderedDict[int, FastCoderCache] = OrderedDict()
         self._suffix_drafter = None
         if method in ("rest", "copyspec", "fastcoder", "suffix", *SDSAT_METHODS):  # validate the options now
@@ -372,6 +373,7 @@ class SpeculativeDecoder:
             return self._result(ids, out, "length", t0, t0, t0, accepted_lengths, hits, 0.0, truncated, stop)
         cache, start = self._reuse_prompt_kv(doc, ids)
         reused = start
+        stop_tokens = self._stop_tokens(stop) if drafter is not None else None
         context = np.empty(len(ids) + max_new + 128, dtype=np.int64)  # prompt + generated, pending last
         context[:len(ids)] = ids
         n_ctx = len(ids)
@@ -400,6 +402,8 @@ class SpeculativeDecoder:
             # a short (warm) prefill verifies a draft of the first new tokens in the same forward
             t = time.perf_counter()
             tree = self._consistent(drafter.propose(context[:n_ctx]), remaining)
+            if stop_tokens is not None and not remaining:
+                tree = prune_after_stop(tree, stop_tokens)
             retrieval_s += time.perf_counter() - t
             past_len = len(ids) - 1
             logits = tree_forward(model, cache, ids[-1], tree, past_len, prefix=ids[start:-1])
@@ -444,6 +448,8 @@ class SpeculativeDecoder:
             t = time.perf_counter()
             ctx_view = context[:n_ctx]
             tree = self._consistent(drafter.propose(ctx_view), remaining)
+            if stop_tokens is not None and not remaining:
+                tree = prune_after_stop(tree, stop_tokens)
             retrieval_s += time.perf_counter() - t
             draft_sizes.append(len(tree))
             logits = tree_forward(model, cache, pending, tree, past_len)
@@ -473,6 +479,22 @@ class SpeculativeDecoder:
         res.stats["prefill_draft_accepted"] = prefill_accepted
         res.stats["draft_sizes"] = draft_sizes
         return res
+
+    def _stop_tokens(self, stop: Sequence[str] | None) -> np.ndarray | None:
+        """(V,) bool: the tokens whose own text contains one of the ``stop`` strings (None without stop
+        strings or a tokenizer), computed once per model and stop set."""
+        if not stop or self.loaded.tokenizer is None:
+            return None
+        key = tuple(sorted(s for s in stop if s))
+        if not key:
+            return None
+        table = self._stop_tables.get(key)
+        if table is None:
+            wanted = [s.encode("utf-8") for s in key]
+            table = np.fromiter((any(w in piece for w in wanted) for piece in self.token_bytes.pieces),
+                                dtype=bool, count=len(self.token_bytes.pieces))
+            self._stop_tables[key] = table
+        return table
 
     def _consistent(self, tree, remaining: bytes):
         """``tree`` pruned to the token-healing constraint (:func:`engine.healing.consistent_subtree`)."""

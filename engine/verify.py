@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from .draft_tree import DraftTree
@@ -154,3 +155,33 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
     drop = tree_size - len(path)
     if drop:
         cache.crop(-drop)
+
+
+def prune_after_stop(tree, stop_tokens: np.ndarray):
+    """``tree`` without the descendants of nodes whose token contains a stop string.
+
+    The generation ends at such a token (its text is cut there), so whatever the tree drafts below it could
+    only be verified for nothing: in line mode (stop ``"\n"``) a tree of the rest of a line and the next line
+    costs the rows of the next line. Lossless: the output text up to the stop is unchanged. An SDSAT adaptive
+    branch is kept as is (:meth:`engine.draft_tree.DraftTree.keep`).
+
+    Args:
+        tree: a :class:`engine.draft_tree.DraftTree`.
+        stop_tokens: (V,) bool, True for the token ids whose text contains a stop string.
+    """
+    n = len(tree)
+    if not n or tree.n_adaptive:
+        return tree
+    tokens = tree.tokens
+    inside = (tokens >= 0) & (tokens < len(stop_tokens))
+    stops = np.zeros(n, dtype=bool)
+    stops[inside] = stop_tokens[tokens[inside]]
+    if not stops.any():
+        return tree
+    parents = tree.parents
+    keep = np.ones(n, dtype=bool)
+    for i in range(n):  # parents precede their children: a node below a stop token, or below a dropped one
+        p = parents[i]
+        if p >= 0 and (stops[p] or not keep[p]):
+            keep[i] = False
+    return tree.keep(keep)

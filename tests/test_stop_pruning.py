@@ -1,0 +1,59 @@
+"""Draft nodes below a stop token are not verified: the generation ends there (engine.verify.prune_after_stop)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import engine.decoder as decoder_module
+from engine.decoder import SpeculativeDecoder
+from engine.draft_tree import DraftTree
+from engine.verify import prune_after_stop
+
+
+def _tree(tokens, parents):
+    parents = np.asarray(parents, dtype=np.int64)
+    depths = np.zeros(len(parents), dtype=np.int64)
+    for i, p in enumerate(parents):
+        depths[i] = 0 if p < 0 else depths[p] + 1
+    return DraftTree(np.asarray(tokens, dtype=np.int64), parents, depths, np.ones(len(tokens), dtype=np.uint8),
+                     np.ones(len(tokens)))
+
+
+def test_the_stop_token_is_kept_and_what_hangs_below_it_is_dropped():
+    stop = np.zeros(20, dtype=bool)
+    stop[10] = True
+    tree = _tree([10, 11, 12, 13, 14, 10], [-1, -1, 0, 1, 2, 1])  # 12 and 14 below a stop; 10 under 11 is one
+    kept = prune_after_stop(tree, stop)
+    assert kept.tokens.tolist() == [10, 11, 13, 10] and kept.parents.tolist() == [-1, -1, 1, 1]
+    assert prune_after_stop(_tree([11, 12], [-1, 0]), stop).tokens.tolist() == [11, 12]  # nothing to drop
+    assert len(prune_after_stop(DraftTree.empty(), stop)) == 0
+
+
+def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder, real_code_prompts, monkeypatch):
+    """Stop "\\n" (the server's line mode): the same text as ar, no verified node below a token that holds a
+    newline, and fewer draft tokens verified than with the pruning switched off."""
+    newline = np.array(["\n" in p.decode("utf-8", "ignore") for p in tiny_coder.token_bytes.pieces])
+    verified = []
+    real_forward = decoder_module.tree_forward
+
+    def recording_forward(model, cache, pending, tree, past_len, **kw):
+        verified.append(tree)
+        return real_forward(model, cache, pending, tree, past_len, **kw)
+
+    monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
+    prompts = [ids for _, ids in real_code_prompts[:6]]
+    ar = SpeculativeDecoder(tiny_coder, "ar")
+    pruned = SpeculativeDecoder(tiny_coder, "fastcoder")
+    want = [ar.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
+    got = [pruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
+    assert [g.text for g in got] == [w.text for w in want]
+    assert verified
+    for tree in verified:
+        below = tree.parents[tree.parents >= 0]
+        assert not newline[tree.tokens[below]].any()
+    with_pruning = sum(sum(g.stats["draft_sizes"]) for g in got)
+    monkeypatch.setattr(decoder_module, "prune_after_stop", lambda tree, stop_tokens: tree)
+    unpruned = SpeculativeDecoder(tiny_coder, "fastcoder")
+    again = [unpruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
+    assert [g.text for g in again] == [w.text for w in want]
+    assert with_pruning < sum(sum(g.stats["draft_sizes"]) for g in again)
