@@ -47,6 +47,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_drafting import add_replay_arguments, path_probabilities, replay, replay_setup  # noqa: E402
 
+from engine.cost_model import VerifyCost  # noqa: E402
+
 
 def expected_tokens(tree) -> float:
     """Sum over draft nodes of the estimated probability that the whole path to the node is accepted
@@ -55,8 +57,6 @@ def expected_tokens(tree) -> float:
         return float("nan")
     return float(path_probabilities(tree)[:tree.n_draft].sum())
 
-
-from engine.cost_model import VerifyCost  # noqa: E402
 
 #: The curve at a KV-cache length, as measured; kept before ``--single-curve`` stubs ``VerifyCost.at`` for the
 #: drafters, so every variant is scored on the same curves.

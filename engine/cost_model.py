@@ -72,6 +72,16 @@ class VerifyCost:
     long_context: int = 0
     long_decode_ms: float = 0.0
 
+    @classmethod
+    def from_dict(cls, data: dict, key: dict | None = None) -> "VerifyCost":
+        """A curve from plain data (a cache file, a ``$FASTCODER_VERIFY_COST`` file): ``sizes`` and
+        ``ratios`` required, every other field optional. Raises KeyError, TypeError or ValueError for data
+        that is not a curve."""
+        return cls(list(data["sizes"]), list(data["ratios"]), float(data.get("decode_ms", 0.0)),
+                   int(data.get("context", 0)), data.get("key", {}) if key is None else key,
+                   int(data.get("rounds", 0)), list(data.get("long_ratios", [])), int(data.get("long_context", 0)),
+                   float(data.get("long_decode_ms", 0.0)))
+
     def at(self, context: int) -> "VerifyCost":
         """The curve for a KV cache of ``context`` tokens: ``ratios`` up to ``self.context``,
         ``long_ratios`` from ``long_context`` on, linear in the context length between (attention's
@@ -272,10 +282,7 @@ def _from_env() -> VerifyCost | None:
         return VerifyCost.flat()
     try:
         data = json.loads(Path(value).read_text())
-        return VerifyCost(data["sizes"], data["ratios"], float(data.get("decode_ms", 0.0)),
-                          int(data.get("context", 0)), {"kind": "env", "path": value}, 0,
-                          list(data.get("long_ratios", [])), int(data.get("long_context", 0)),
-                          float(data.get("long_decode_ms", 0.0)))
+        return replace(VerifyCost.from_dict(data, {"kind": "env", "path": value}), rounds=0)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("%s=%s unusable (%s); measuring instead", COST_ENV, value, exc)
         return None
@@ -303,9 +310,7 @@ def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = No
     try:
         data = json.loads(path.read_text())
         if data.get("key") == key:
-            return VerifyCost(data["sizes"], data["ratios"], data["decode_ms"], data["context"], data["key"],
-                              int(data.get("rounds", 0)), list(data.get("long_ratios", [])),
-                              int(data.get("long_context", 0)), float(data.get("long_decode_ms", 0.0)))
+            return VerifyCost.from_dict(data)
     except FileNotFoundError:
         pass
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -177,7 +177,6 @@ class SpeculativeDecoder:
                 and "budget" not in self.options:
             self.options["draft_budget"] = default_draft_budget(loaded.device)
         self.max_prompt_kv_documents = 4  # documents whose prompt KV cache is kept (memory bound)
-        self._stop_tables: dict[tuple[str, ...], np.ndarray] = {}  # stop strings -> tokens that contain one
         self._kv_owners: OrderedDict[int, FastCoderCache] = OrderedDict()
         self._suffix_drafter = None
         if method in ("rest", "copyspec", "fastcoder", "suffix", *SDSAT_METHODS):  # validate the options now
@@ -401,9 +400,7 @@ class SpeculativeDecoder:
         if drafter is not None and self.method not in SDSAT_METHODS and len(ids) - start <= PREFILL_DRAFT_MAX_TOKENS:
             # a short (warm) prefill verifies a draft of the first new tokens in the same forward
             t = time.perf_counter()
-            tree = self._consistent(drafter.propose(context[:n_ctx]), remaining)
-            if stop_tokens is not None and not remaining:
-                tree = prune_after_stop(tree, stop_tokens)
+            tree = self._verifiable(drafter.propose(context[:n_ctx]), remaining, stop_tokens)
             retrieval_s += time.perf_counter() - t
             past_len = len(ids) - 1
             logits = tree_forward(model, cache, ids[-1], tree, past_len, prefix=ids[start:-1])
@@ -447,9 +444,7 @@ class SpeculativeDecoder:
                 continue
             t = time.perf_counter()
             ctx_view = context[:n_ctx]
-            tree = self._consistent(drafter.propose(ctx_view), remaining)
-            if stop_tokens is not None and not remaining:
-                tree = prune_after_stop(tree, stop_tokens)
+            tree = self._verifiable(drafter.propose(ctx_view), remaining, stop_tokens)
             retrieval_s += time.perf_counter() - t
             draft_sizes.append(len(tree))
             logits = tree_forward(model, cache, pending, tree, past_len)
@@ -482,24 +477,20 @@ class SpeculativeDecoder:
 
     def _stop_tokens(self, stop: Sequence[str] | None) -> np.ndarray | None:
         """(V,) bool: the tokens whose own text contains one of the ``stop`` strings (None without stop
-        strings or a tokenizer), computed once per model and stop set."""
-        if not stop or self.loaded.tokenizer is None:
+        strings or a tokenizer); kept per model (:meth:`engine.healing.TokenBytes.containing`)."""
+        texts = tuple(s for s in stop or () if s)
+        if not texts or self.loaded.tokenizer is None:
             return None
-        key = tuple(sorted(s for s in stop if s))
-        if not key:
-            return None
-        table = self._stop_tables.get(key)
-        if table is None:
-            wanted = [s.encode("utf-8") for s in key]
-            table = np.fromiter((any(w in piece for w in wanted) for piece in self.token_bytes.pieces),
-                                dtype=bool, count=len(self.token_bytes.pieces))
-            self._stop_tables[key] = table
-        return table
+        return self.token_bytes.containing(texts)
 
-    def _consistent(self, tree, remaining: bytes):
-        """``tree`` pruned to the token-healing constraint (:func:`engine.healing.consistent_subtree`)."""
-        if not remaining or not len(tree):
+    def _verifiable(self, tree, remaining: bytes, stop_tokens: np.ndarray | None):
+        """``tree`` without the nodes whose verification is wasted: those that contradict the token-healing
+        constraint (:func:`engine.healing.consistent_subtree`), or, once it is spelled, those below a stop
+        token (:func:`engine.verify.prune_after_stop`)."""
+        if not len(tree):
             return tree
+        if not remaining:
+            return tree if stop_tokens is None else prune_after_stop(tree, stop_tokens)
         from .healing import consistent_subtree  # noqa: PLC0415
 
         return consistent_subtree(tree, remaining, self.token_bytes)

@@ -18,7 +18,7 @@ up to a token boundary and constrains the first generated tokens to spell the re
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -56,6 +56,7 @@ class TokenBytes:
     sorted_pieces: list[bytes]
     sorted_ids: np.ndarray
     exact: dict[bytes, list[int]]
+    _containing: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, vocab_size: int | None = None) -> "TokenBytes":
@@ -84,6 +85,18 @@ class TokenBytes:
         for p, i in order:
             exact.setdefault(p, []).append(i)
         return cls(pieces, [p for p, _ in order], np.array([i for _, i in order], dtype=np.int64), exact)
+
+    def containing(self, texts: tuple[str, ...]) -> np.ndarray:
+        """(V,) bool: the tokens whose own bytes contain one of ``texts`` (UTF-8), e.g. the tokens that hold
+        a stop string; computed once per set of texts and kept."""
+        key = tuple(sorted(set(texts)))
+        table = self._containing.get(key)
+        if table is None:
+            wanted = [t.encode("utf-8") for t in key]
+            table = np.fromiter((any(w in piece for w in wanted) for piece in self.pieces), dtype=bool,
+                                count=len(self.pieces))
+            self._containing[key] = table
+        return table
 
     def extensions(self, prefix: bytes) -> np.ndarray:
         """(K,) int64 ids of the tokens whose bytes start with ``prefix`` (``prefix`` itself included)."""

@@ -179,9 +179,5 @@ def prune_after_stop(tree, stop_tokens: np.ndarray):
     if not stops.any():
         return tree
     parents = tree.parents
-    keep = np.ones(n, dtype=bool)
-    for i in range(n):  # parents precede their children: a node below a stop token, or below a dropped one
-        p = parents[i]
-        if p >= 0 and (stops[p] or not keep[p]):
-            keep[i] = False
-    return tree.keep(keep)
+    below_stop = (parents >= 0) & stops[np.maximum(parents, 0)]
+    return tree.keep(~below_stop)  # keep() drops their descendants too
