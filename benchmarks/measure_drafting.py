@@ -5,8 +5,8 @@ run when every tree is "verified" against the reference output (``ar``'s greedy 
 accepted path is the longest tree path that spells the next reference tokens, plus the next token as
 the bonus. This times only what the decoder counts as ``retrieval_ms`` (``drafter.propose`` +
 ``drafter.observe``), step by step, in CPU time of the thread (which other processes on a shared
-machine disturb far less than wall time), without forward passes; it also counts ``Datastore.find``
-calls (one suffix-array search each). The caches stay warm between steps here (no forward pass
+machine disturb far less than wall time), without forward passes; it also counts suffix-array searches
+(``Datastore.probes``, in the native search or ``Datastore.find``). The caches stay warm between steps here (no forward pass
 evicts them), so a real run's wall time per step is higher (~1.5x on the 2-core dev machine).
 
 Usage (from the repository root)::
@@ -38,7 +38,7 @@ DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tin
 def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) -> dict:
     """Run the drafter loop against ``reference`` (list of int; ``ar``'s output, with the EOS that ended
     it where one did: it then comes as the bonus token of the last forward, as in the decoder). Returns
-    per-step times (ms), accepted lengths and find calls. At the end the drafter's ``finish`` hook (if
+    per-step times (ms), accepted lengths and suffix-array searches. At the end the drafter's ``finish`` hook (if
     any) gets the context without the trailing ``end_tokens``, as the decoder's loop gives it."""
     context = np.empty(len(prompt_ids) + len(reference) + 128, dtype=np.int64)
     context[:len(prompt_ids)] = prompt_ids
@@ -154,14 +154,14 @@ def main(argv=None) -> int:
 
     loaded, tasks, refs, common, repos = replay_setup(args.model, args.repo, args.common, args.tasks, args.seed,
                                                       args.max_new_tokens)
-    counter = [0]
-    orig_find = Datastore.find
+    stores = [common, *(s for r in repos.values() for s in (r._snap.base, r._snap.overlay, r._snap.tomb)
+                        if s is not None)]
 
-    def counting_find(self, pattern, *args, **kwargs):
-        counter[0] += 1
-        return orig_find(self, pattern, *args, **kwargs)
+    class ProbeCounter:  # counter[0]: suffix-array searches so far (Datastore.probes: native or Python)
+        def __getitem__(self, _):
+            return sum(s.probes for s in stores if isinstance(s, Datastore))
 
-    Datastore.find = counting_find
+    counter = ProbeCounter()
     prof = None
     results = []
     for rep in range(args.repeats):

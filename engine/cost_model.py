@@ -149,13 +149,14 @@ class VerifyCost:
 
 
 def _kernel_name(packing) -> str:
-    """The packed layers' kernel; the native one with its library version (a changed C kernel measures again)."""
+    """The packed layers' kernel; the native one with its forward kernels' version (a changed C kernel measures
+    again; the drafting code's C does not)."""
     if not packing:
         return ""
     if packing.kernel == "native":
         from . import native  # noqa: PLC0415
 
-        return f"native-{native.version()}"
+        return f"native-{native.forward_version()}"
     return str(packing.kernel)
 
 

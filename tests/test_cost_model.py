@@ -249,9 +249,10 @@ def test_a_trained_estimator_prunes_alternatives_from_the_tree():
     assert chain.tokens.tolist() == [1, 2, 3, 4]
 
 
-def test_the_cost_key_names_the_native_library_version(monkeypatch):
+def test_the_cost_key_names_the_native_forward_kernels_version(monkeypatch):
     """A changed C kernel changes c(n): the key of a curve measured with the native kernels carries the
-    library's version (a hash of its sources), so the curve is measured again after an update."""
+    forward kernels' version (a hash of their sources), so the curve is measured again after an update;
+    a change to the drafting code's C (another library version, the same forward kernels) keeps it."""
     from types import SimpleNamespace  # noqa: PLC0415
 
     from engine import cost_model as cm  # noqa: PLC0415
@@ -261,9 +262,12 @@ def test_the_cost_key_names_the_native_library_version(monkeypatch):
         pytest.skip("no native library on this machine")
     loaded = loaded_random("llama")
     loaded.packing = SimpleNamespace(kernel="native", layers=["0"])
-    version = native.version()
-    assert len(version) == 16 and cm.cost_key(loaded)["kernel"] == f"native-{version}"
-    monkeypatch.setitem(native._state, "version", "0" * 16)  # another build of the sources
+    version = native.forward_version()
+    assert len(version) == 16 and version != native.version()
+    assert cm.cost_key(loaded)["kernel"] == f"native-{version}"
+    monkeypatch.setitem(native._state, "version", "1" * 16)  # the drafting sources changed
+    assert cm.cost_key(loaded)["kernel"] == f"native-{version}"
+    monkeypatch.setitem(native._state, "forward_version", "0" * 16)  # another build of the kernels
     assert cm.cost_key(loaded)["kernel"] == "native-" + "0" * 16
     loaded.packing = SimpleNamespace(kernel="mkl", layers=["0"])
     assert cm.cost_key(loaded)["kernel"] == "mkl"

@@ -63,13 +63,15 @@ class Datastore:
         self._bytes = tokens_be.view(np.uint8) if self._n else np.zeros(1, np.uint8)
         self._use_c = HAVE_C_SEARCH and self._n > 0
         if self._use_c:
-            self._is64 = sa.dtype == np.int64
+            self._is64 = bool(sa.dtype == np.int64)
             self._c_search = _lib64.sa_search64 if self._is64 else _lib32.sa_search
             self._c_idx = ctypes.c_int64 if self._is64 else ctypes.c_int32
             self._t_ptr = ctypes.c_void_p(self._bytes.ctypes.data)
             self._sa_ptr = ctypes.c_void_p(self._sa.ctypes.data)
             self._t_size = self._c_idx(self._bytes.size)
             self._sa_size = self._c_idx(self._sa.size)
+        self._native = None  # (library, sa_search address) of engine.native's datastore.c; False: not available
+        self.probes = 0  # suffix-array searches made (diagnostics; not synchronised between threads)
         # (n, left, count, draft_len, max_matches) -> (continuations, counts): the rows read for one
         # suffix-array interval, a pure function of this immutable store. Decoding revisits the same
         # short matches often (27% of the searches of a 6-task pluggy replay, 64 entries).
@@ -167,6 +169,7 @@ class Datastore:
         """
         if self._n == 0 or not pattern:
             return 0, 0
+        self.probes += 1
         base, size = (0, self._sa.size) if within is None else within
         if size <= 0:
             return 0, 0
@@ -221,6 +224,20 @@ class Datastore:
         vals[dead] = SEPARATOR
         return vals
 
+    def _native_search(self):
+        """(library, address of libdivsufsort's sa_search) when :mod:`engine.native` is built, else None."""
+        got = self._native
+        if got is None:
+            got = False
+            if self._use_c:
+                from .. import native  # noqa: PLC0415  (compiled on first use)
+
+                lib = native.library()
+                if lib is not None:
+                    got = (lib, ctypes.cast(self._c_search, ctypes.c_void_p).value)
+            self._native = got
+        return got or None
+
     def longest_match(self, q: np.ndarray, n_min: int, hi: int | None = None,
                       within: tuple[int, int] | None = None) -> tuple[int, int, int]:
         """Binary search for the longest n in [n_min, hi] with ``q[-n:]`` occurring (hi defaults to
@@ -233,6 +250,16 @@ class Datastore:
         """
         pattern = self.encode_query(q)
         w = self._width
+        native = self._native_search()
+        if native is not None:  # every probe in one call (datastore.c), the same answer
+            out = (ctypes.c_int64 * 3)()  # left, count, probes
+            n = native[0].fc_sa_longest(self._t_ptr, self._t_size.value, self._sa_ptr, self._sa.size, self._is64,
+                                        native[1], pattern, len(q), w, n_min, -1 if hi is None else max(hi, 0),
+                                        within[0] if within is not None else 0,
+                                        within[1] if within is not None else -1, out)
+            left, count, probes = out
+            self.probes += probes
+            return (int(n), left, count) if n else (0, 0, 0)
 
         def probe(m: int, rng=None):
             left, cnt = self.find(pattern[len(pattern) - m * w:], rng)
@@ -290,11 +317,7 @@ class Datastore:
         key = (n, left, cnt, draft_len, int(max_matches))
         hit = self._rows_cache.get(key)
         if hit is None:
-            idx = sample_range(left, cnt, int(max_matches))
-            rows = self.continuations_at(self.positions(idx) + n, draft_len)
-            if draft_len > 0:
-                rows = rows[rows[:, 0] != SEPARATOR]
-            hit = count_rows(rows, presorted=True)
+            hit = self._rows(n, left, cnt, draft_len, int(max_matches))
             for a in hit:
                 a.setflags(write=False)  # shared by later hits
             if len(self._rows_cache) >= ROWS_CACHE_ENTRIES:
@@ -304,6 +327,23 @@ class Datastore:
                     pass
             self._rows_cache[key] = hit
         return Retrieval(n, hit[0], hit[1], cnt)
+
+    def _rows(self, n: int, left: int, cnt: int, draft_len: int, max_matches: int) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct continuations ((M, draft_len) int32) after the match of ``n`` tokens at ``sa[left:left +
+        cnt]`` and their counts ((M,) int64), in :class:`Retrieval` order (sampled as :func:`sample_range`)."""
+        native = self._native_search() if draft_len > 0 else None
+        if native is not None:  # datastore.c: the same rows in one call
+            k = min(cnt, max_matches)
+            rows, counts = np.empty((k, draft_len), np.int32), np.empty(k, np.int64)
+            m = native[0].fc_sa_rows(self._t_ptr, self._n, self._width, self._sa_ptr, self._is64, n, left, cnt,
+                                     max_matches, draft_len, rows.ctypes.data, counts.ctypes.data)
+            if m >= 0:
+                return rows[:m], counts[:m]
+        idx = sample_range(left, cnt, max_matches)
+        rows = self.continuations_at(self.positions(idx) + n, draft_len)
+        if draft_len > 0:
+            rows = rows[rows[:, 0] != SEPARATOR]
+        return count_rows(rows, presorted=True)
 
     # ---------------------------------------------------------------- persistence
 

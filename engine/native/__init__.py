@@ -6,7 +6,8 @@ Every decode step builds a draft tree (:func:`engine.draft_tree.build_draft_tree
 the same trees and drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight
 matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by :mod:`engine.packed_linear`),
 ``tree_attention.c`` attends a few query rows to the KV cache under a tree mask (:mod:`engine.native.attention`,
-used by :mod:`engine.native_attention`).
+used by :mod:`engine.native_attention`), ``datastore.c`` makes a datastore search's suffix-array probes and reads
+its continuations in one call each (:meth:`engine.datastore.Datastore.search`).
 
 The C files use no Python headers: it is compiled once per source version with the system's C compiler
 (``$CC``, else ``cc``, else ``gcc``) into ``platformdirs.user_cache_dir("fastcoder")/native/<hash>/``
@@ -31,10 +32,12 @@ from ..cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c")
+SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "datastore.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 NATIVE_ENV = "FASTCODER_NATIVE"
+#: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
+FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c")
 
 _state: dict[str, object] = {}
 
@@ -85,6 +88,11 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm.argtypes = [ptr, i64, i64, ptr, i64, ptr]
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
+    lib.fc_sa_longest.restype = i64
+    lib.fc_sa_longest.argtypes = [ptr, i64, ptr, i64, ctypes.c_int, ptr, ctypes.c_char_p, i64, i64, i64, i64, i64, i64,
+                                  ptr]
+    lib.fc_sa_rows.restype = i64
+    lib.fc_sa_rows.argtypes = [ptr, i64, i64, ptr, ctypes.c_int, i64, i64, i64, i64, i64, ptr, ptr]
     lib.fc_attention_supported.restype = ctypes.c_int
     lib.fc_attention_supported.argtypes = []
     lib.fc_attention.restype = ctypes.c_int
@@ -113,15 +121,26 @@ def version() -> str:
     return str(_state.get("version", "")) if library() is not None else ""
 
 
-def _load() -> ctypes.CDLL | None:
+def forward_version() -> str:
+    """:func:`version` of the forward kernels alone (:data:`FORWARD_SOURCES`): the c(n) curve's cache key, which a
+    change to the drafting code should not invalidate; "" when :func:`library` gives None."""
+    return str(_state.get("forward_version", "")) if library() is not None else ""
+
+
+def _digest(names) -> str:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in SOURCES:
+    for name in names:
         digest.update((here / name).read_bytes())
     digest.update(" ".join(CFLAGS).encode())
     digest.update(f"{platform.machine()}-{platform.system()}".encode())
-    _state["version"] = digest.hexdigest()[:16]
-    out = cache_dir() / digest.hexdigest()[:16] / "libfastcoder_native.so"
+    return digest.hexdigest()[:16]
+
+
+def _load() -> ctypes.CDLL | None:
+    _state["version"] = version_hash = _digest(SOURCES)
+    _state["forward_version"] = _digest(FORWARD_SOURCES)
+    out = cache_dir() / version_hash / "libfastcoder_native.so"
     if not out.exists():
         compiler = _compiler()
         if compiler is None:

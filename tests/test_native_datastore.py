@@ -1,0 +1,88 @@
+"""The native datastore search (engine/native/datastore.c) gives what the Python search gives.
+
+Every field of every :class:`~engine.datastore.Retrieval` is compared: over random stores with 2- and 4-byte
+tokens and int32 and int64 suffix arrays, fresh searches and searches carried across steps by a
+:class:`~engine.datastore.MatchState` (the ``hi``/``within`` probes), every cap, draft length 0 included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from engine import native
+from engine.datastore import Datastore, MatchState
+from test_incremental_retrieval import apply_op, streams
+
+pytestmark = pytest.mark.skipif(native.library() is None, reason="no native library on this machine")
+
+
+def both(ds: Datastore, context, state_native=None, state_python=None, **kw):
+    """(native, Python) results of one search of ``ds`` (its rows cache cleared, so both read)."""
+    ds._native, ds._rows_cache = None, {}
+    assert ds._native_search() is not None, "the native search is not used"
+    a = ds.search(context, state=state_native, **kw)
+    ds._native, ds._rows_cache = False, {}
+    b = ds.search(context, state=state_python, **kw)
+    return a, b
+
+
+def same(a, b) -> bool:
+    return (a.match_length == b.match_length and a.total_matches == b.total_matches
+            and a.continuations.dtype == b.continuations.dtype and a.continuations.shape == b.continuations.shape
+            and np.array_equal(a.continuations, b.continuations) and a.counts.dtype == b.counts.dtype
+            and np.array_equal(a.counts, b.counts))
+
+
+def store(docs, vocab: int, sa64: bool) -> Datastore:
+    ds = Datastore.from_documents(docs, vocab)
+    if sa64:  # what a store past 2 GiB uses (sa_search64)
+        ds = Datastore(ds._tokens, ds._sa.astype(np.int64), vocab, ds.num_documents)
+    return ds
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), st.booleans(), st.data())
+def test_a_fresh_native_search_equals_the_python_search(stream, sa64, data):
+    docs, vocab, offset, alphabet, _ = stream
+    docs = [np.asarray(d, dtype=np.int64) for d in docs]
+    ds = store(docs, vocab, sa64)
+    for _ in range(8):
+        context = data.draw(st.lists(st.integers(offset, vocab), max_size=24))  # vocab itself: unknown id
+        if docs[0].size and data.draw(st.booleans()):  # end on a stretch of a document: long matches
+            a = data.draw(st.integers(0, docs[0].size - 1))
+            context += docs[0][a:a + data.draw(st.integers(1, 12))].tolist()
+        kw = dict(n_max=data.draw(st.integers(1, 16)), n_min=data.draw(st.integers(0, 4)),
+                  draft_len=data.draw(st.integers(0, 9)), max_matches=data.draw(st.integers(1, 12)))
+        native_result, python_result = both(ds, np.asarray(context, dtype=np.int64), **kw)
+        assert same(native_result, python_result), (kw, native_result, python_result)
+
+
+@settings(max_examples=80, deadline=None)
+@given(streams(), st.booleans())
+def test_a_native_search_carried_across_steps_equals_the_python_one(stream, sa64):
+    """The streams of tests/test_incremental_retrieval.py (appends, copies, rollbacks, unknown ids, new
+    prompts), each search carried by a MatchState per path: the same results and the same state."""
+    docs, vocab, offset, alphabet, ops = stream
+    ds = store([np.asarray(d, dtype=np.int64) for d in docs], vocab, sa64)
+    context: list[int] = []
+    s_native, s_python = MatchState(), MatchState()
+    for i, (op, seed) in enumerate(ops):
+        context = apply_op(op, seed, context, docs, vocab, offset, alphabet)
+        native_result, python_result = both(ds, np.asarray(context, dtype=np.int64), s_native, s_python,
+                                            n_max=8, n_min=1 + i % 2, draft_len=1 + seed % 5, max_matches=5)
+        assert same(native_result, python_result)
+        assert s_native.match == s_python.match and s_native.bound == s_python.bound
+
+
+def test_native_rows_are_counted_and_ordered_like_count_rows():
+    """A match followed by repeated continuations: counts descending, ties in suffix-array order, a
+    continuation cut at its document's end, an occurrence at a document's end not listed."""
+    docs = [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 5], [1, 2], [9, 1, 2, 3, 4, 7]]
+    ds = Datastore.from_documents(docs, 10)
+    native_result, python_result = both(ds, np.asarray([0, 1, 2]), n_max=4, n_min=1, draft_len=3, max_matches=100)
+    assert same(native_result, python_result)
+    assert native_result.match_length == 2 and native_result.total_matches == 5
+    assert native_result.continuations.tolist() == [[3, 4, -1], [3, 4, 7], [5, -1, -1]]
+    assert native_result.counts.tolist() == [2, 1, 1]
