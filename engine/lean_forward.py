@@ -40,6 +40,40 @@ def _rms_norm(norm, x: torch.Tensor) -> torch.Tensor:
     return norm.weight * (x * torch.rsqrt(variance + norm.variance_epsilon))
 
 
+#: Attribute of the inner model: its :class:`engine.native.layer.FusedPlan`, or False when it has none.
+PLAN_ATTR = "_fastcoder_fused_plan"
+
+
+def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask) -> bool:
+    """Run every decoder layer over ``x`` in place with the native fused layer (:mod:`engine.native.layer`)
+    when this forward qualifies: few enough rows for the native kernels (the packed linear layers' and the
+    native attention's limits), a preallocated float32 KV cache, a mask the kernel takes. False: nothing was
+    done, the per-operation path runs."""
+    plan = getattr(base, PLAN_ATTR, None)
+    if plan is None:
+        from .native.layer import plan_for  # noqa: PLC0415
+
+        plan = plan_for(base) or False
+        setattr(base, PLAN_ATTR, plan)
+    if not plan or rows > plan.max_rows or x.dtype != torch.float32 or not x.is_contiguous():
+        return False
+    from .native_attention import NAME, ROWS_ATTR  # noqa: PLC0415
+    from .native.layer import cache_ready, mask_args, run_layers  # noqa: PLC0415
+
+    first = base.layers[0].self_attn
+    if base.config._attn_implementation != NAME or rows > getattr(first, ROWS_ATTR, 0) or not plan.current():
+        return False
+    past = cache.get_seq_length()
+    margs = mask_args(mask, rows, past + rows)
+    if margs is None or not cache_ready(cache, len(plan.layers), rows):
+        return False
+    cos, sin = cos.contiguous(), sin.contiguous()
+    if cos.dtype != torch.float32 or cos.shape[-1] != plan.layers[0][13]:
+        return False
+    run_layers(plan, x, cos, sin, cache, margs)
+    return True
+
+
 def why_not(model) -> str:
     """Why :func:`install_lean_forward` would leave ``model`` alone ("" when it would install)."""
     config = getattr(model, "config", None)
@@ -109,6 +143,8 @@ def install_lean_forward(model) -> str:
         mask = make_mask(config=base.config, inputs_embeds=x, attention_mask=attention_mask,
                          past_key_values=past_key_values, position_ids=position_ids)
         cos, sin = base.rotary_emb(x, position_ids=position_ids)
+        if _fused(base, rows, x, cos, sin, past_key_values, mask):
+            return BaseModelOutputWithPast(last_hidden_state=_rms_norm(base.norm, x), past_key_values=past_key_values)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(base.config._attn_implementation, eager)
         shape = (1, rows, -1)
         for layer in base.layers[:base.config.num_hidden_layers]:

@@ -93,6 +93,33 @@ def tree_mask(past: int, parent: list[int]) -> "torch.Tensor":
     return torch.zeros(1, 1, n, past + n).masked_fill_(hidden, torch.finfo(torch.float32).min)
 
 
+def chain_in_tree_logits(model, vocab: int = 256, ctx: int = 50):
+    """(tree, sequential): a chain of 6 tokens inside a draft tree (a sibling branch after its second token)
+    verified in one forward under the tree mask after a ``ctx``-token prompt, and the same chain decoded one
+    token at a time: ((7, V) logits of the tree's nodes, [6 x (V,) logits]); the chain's nodes are tree rows
+    0, 1, 3, 4, 5, 6."""
+    import torch
+
+    from engine.kv_cache import new_kv_cache
+
+    gen = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, vocab, (1, ctx), generator=gen)
+    chain = torch.randint(0, vocab, (1, 6), generator=gen)
+    ids = torch.cat([chain[:, :2], torch.tensor([[7]]), chain[:, 2:]], 1)  # nodes: c0 c1 sibling c2 .. c5
+    parent = [-1, 0, 0, 1, 3, 4, 5]
+    depth = [0, 1, 1, 2, 3, 4, 5]
+    with torch.inference_mode():
+        tree_cache = new_kv_cache(model, ctx + 16)
+        model(input_ids=prompt, past_key_values=tree_cache, use_cache=True, logits_to_keep=1)
+        tree = model(input_ids=ids, position_ids=(ctx + torch.tensor(depth))[None], attention_mask=tree_mask(ctx, parent),
+                     past_key_values=tree_cache, use_cache=True, logits_to_keep=len(parent)).logits[0]
+        seq_cache = new_kv_cache(model, ctx + 16)
+        model(input_ids=prompt, past_key_values=seq_cache, use_cache=True, logits_to_keep=1)
+        seq = [model(input_ids=chain[:, i:i + 1], past_key_values=seq_cache, use_cache=True).logits[0, -1]
+               for i in range(6)]
+    return tree, seq
+
+
 def random_model(family: str, vocab_size: int = 512, seed: int = 0):
     """A tiny randomly initialised causal LM of ``family`` (llama | qwen2 | gpt2), fp32, eval mode."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM

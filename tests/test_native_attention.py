@@ -12,7 +12,7 @@ from engine.kv_cache import new_kv_cache
 from engine.native.attention import attention, attention_library
 from engine.native.linear import gemm_library
 from engine.packed_linear import pack_linear_weights
-from tests.conftest import random_model, tree_mask
+from tests.conftest import chain_in_tree_logits, random_model, tree_mask
 
 needs_kernel = pytest.mark.skipif(attention_library() is None or gemm_library() is None,
                                   reason="no native kernels on this machine")
@@ -96,25 +96,7 @@ def test_tree_logits_equal_sequential_decoding_bit_for_bit(monkeypatch):
     """A chain inside a draft tree (a sibling branch in between), verified in one forward with the 4D tree
     mask, gives exactly the logits of decoding the chain one token at a time: greedy verification cannot
     differ from the model's own decoding. With transformers' SDPA and F.linear it differs by ~1e-6."""
-    model = _installed_model(monkeypatch)
-    gen = torch.Generator().manual_seed(1)
-    ctx = 50
-    prompt = torch.randint(0, 256, (1, ctx), generator=gen)
-    chain = torch.randint(0, 256, (1, 6), generator=gen)
-    ids = torch.cat([chain[:, :2], torch.tensor([[7]]), chain[:, 2:]], 1)  # nodes: c0 c1 sibling c2 .. c5
-    parent = [-1, 0, 0, 1, 3, 4, 5]
-    depth = [0, 1, 1, 2, 3, 4, 5]
-    n = len(parent)
-    mask = tree_mask(ctx, parent)
-    with torch.inference_mode():
-        tree_cache = new_kv_cache(model, ctx + 16)
-        model(input_ids=prompt, past_key_values=tree_cache, use_cache=True, logits_to_keep=1)
-        tree = model(input_ids=ids, position_ids=(ctx + torch.tensor(depth))[None], attention_mask=mask,
-                     past_key_values=tree_cache, use_cache=True, logits_to_keep=n).logits[0]
-        seq_cache = new_kv_cache(model, ctx + 16)
-        model(input_ids=prompt, past_key_values=seq_cache, use_cache=True, logits_to_keep=1)
-        seq = [model(input_ids=chain[:, i:i + 1], past_key_values=seq_cache, use_cache=True).logits[0, -1]
-               for i in range(6)]
+    tree, seq = chain_in_tree_logits(_installed_model(monkeypatch))
     for i, row in enumerate([0, 1, 3, 4, 5, 6]):
         assert torch.equal(tree[row], seq[i]), i
 

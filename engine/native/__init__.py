@@ -6,7 +6,8 @@ Every decode step builds a draft tree (:func:`engine.draft_tree.build_draft_tree
 the same trees and drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight
 matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by :mod:`engine.packed_linear`),
 ``tree_attention.c`` attends a few query rows to the KV cache under a tree mask (:mod:`engine.native.attention`,
-used by :mod:`engine.native_attention`), ``datastore.c`` makes a datastore search's suffix-array probes and reads
+used by :mod:`engine.native_attention`), ``decoder_layer.c`` runs a whole decoder layer over those rows with both
+(:mod:`engine.native.layer`, used by :mod:`engine.lean_forward`), ``datastore.c`` makes a datastore search's suffix-array probes and reads
 its continuations in one call each (:meth:`engine.datastore.Datastore.search`).
 
 The C files use no Python headers: it is compiled once per source version with the system's C compiler
@@ -32,12 +33,12 @@ from ..cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "datastore.c")
+SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 NATIVE_ENV = "FASTCODER_NATIVE"
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
-FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c")
+FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c")
 
 _state: dict[str, object] = {}
 
@@ -88,6 +89,15 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm.argtypes = [ptr, i64, i64, ptr, i64, ptr]
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
+    f32, cint = ctypes.c_float, ctypes.c_int
+    lib.fc_fused_layer_supported.restype = cint
+    lib.fc_fused_layer_supported.argtypes = [i64]
+    lib.fc_fused_layer.restype = cint
+    lib.fc_fused_layer.argtypes = [ptr, i64, i64, ptr, ptr, f32,                  # x, norms
+                                   ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64,        # panels, intermediate size
+                                   i64, i64, i64, ptr, ptr,                       # heads, rotary
+                                   ptr, ptr, i64, i64,                            # KV cache buffers
+                                   ptr, cint, ptr, cint, f32]                     # mask, causal, scale
     lib.fc_sa_longest.restype = i64
     lib.fc_sa_longest.argtypes = [ptr, i64, ptr, i64, ctypes.c_int, ptr, ctypes.c_char_p, i64, i64, i64, i64, i64, i64,
                                   ptr]

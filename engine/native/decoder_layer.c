@@ -1,0 +1,116 @@
+/* One Llama-family decoder layer over the few rows of a decode step or a verified draft tree, in one call.
+ *
+ * The lean forward (engine/lean_forward.py) runs a layer as ~150 torch operations from Python: two RMSNorms
+ * of six operations each, seven linear layers, the rotary embedding (slices, negation, concatenation), the
+ * cache write, the attention, residual additions, SiLU. For the 1-65 rows of a verify forward on tiny-py-coder
+ * (hidden 256) each operation costs more in dispatch than in arithmetic: ~900 torch calls a forward. This file
+ * does the same layer in C over float32 buffers, calling the native few-row product (fc_gemm, small_gemm.c)
+ * and attention (fc_attention, tree_attention.c):
+ *
+ *   h = RMSNorm1(x); q, k, v = h Wq^T, h Wk^T, h Wv^T; rotary on q and k (cos, sin per row);
+ *   k, v written into the KV cache buffers at positions past .. past + m - 1;
+ *   a = attention(q, cache[:past + m], mask); x += a Wo^T;
+ *   h = RMSNorm2(x); x += (silu(h Wg^T) * (h Wu^T)) Wd^T.
+ *
+ * Row independence: every step is per row (the norms, the rotary, SiLU) or row-independent by construction
+ * (fc_gemm's FMA chains, fc_attention's per-row key lists), so a row's output is the same bits whatever the
+ * number of rows: a plain decode step and the same token inside a verified draft tree agree exactly, which is
+ * what keeps speculative decoding lossless. The results differ from torch's by float rounding only (the
+ * norms' sums run in another order; tests/test_fused_layer.py compares them).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y);
+int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                 const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
+                 int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
+                 float scale, float *out);
+
+/* out = w * (x * 1 / sqrt(mean(x^2) + eps)) per row (LlamaRMSNorm), 8 partial sums in a fixed order. */
+static void rms_norm(const float *x, int64_t m, int64_t n, const float *w, float eps, float *out) {
+    for (int64_t r = 0; r < m; r++) {
+        const float *xr = x + r * n;
+        float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++) part[j] += xr[i + j] * xr[i + j];
+        for (; i < n; i++) part[0] += xr[i] * xr[i];
+        float sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+        float inv = 1.0f / sqrtf(sum / (float)n + eps);
+        for (i = 0; i < n; i++) out[r * n + i] = w[i] * (xr[i] * inv);
+    }
+}
+
+/* The rotary embedding in place on (m, heads, d) rows: x * cos + rotate_half(x) * sin (apply_rotary_pos_emb). */
+static void rotary(float *x, int64_t m, int64_t heads, int64_t d, const float *cos_, const float *sin_) {
+    int64_t half = d / 2;
+    float tmp[512];
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t h = 0; h < heads; h++) {
+            float *v = x + (r * heads + h) * d;
+            const float *c = cos_ + r * d, *s = sin_ + r * d;
+            memcpy(tmp, v, sizeof(float) * (size_t)d);
+            for (int64_t i = 0; i < half; i++) v[i] = tmp[i] * c[i] + (-tmp[i + half]) * s[i];
+            for (int64_t i = half; i < d; i++) v[i] = tmp[i] * c[i] + tmp[i - half] * s[i];
+        }
+}
+
+int fc_fused_layer_supported(int64_t head_dim) { return head_dim > 0 && head_dim <= 512 && head_dim % 2 == 0; }
+
+/* One layer over m rows; x (m, hidden) float32 is updated in place. Weights are fc_gemm_pack panels: wq
+ * (heads * d outputs), wk and wv (kv_heads * d), wo (hidden), wg and wu (inter), wd (hidden). cos/sin: (m, d).
+ * kbuf/vbuf: the layer's cache buffers (kv_heads, cap, d) holding past entries; the m new ones are written
+ * after them (the caller checked past + m <= cap). mask: as fc_attention's (kind 0: none, 1: bool, 2: float
+ * added to the scores), with strides ms over (batch, row, column) and causal when kind is 0.
+ * Returns 0, -1 when scratch memory could not be had, or fc_attention's error. */
+int fc_fused_layer(float *x, int64_t m, int64_t hidden, const float *norm1, const float *norm2, float eps,
+                   const float *wq, const float *wk, const float *wv, const float *wo, const float *wg,
+                   const float *wu, const float *wd, int64_t inter, int64_t heads, int64_t kv_heads, int64_t d,
+                   const float *cos_, const float *sin_, float *kbuf, float *vbuf, int64_t cap, int64_t past,
+                   const void *mask, int mask_kind, const int64_t *ms, int causal, float scale) {
+    int64_t nq = heads * d, nkv = kv_heads * d;
+    int64_t width = hidden > nq ? hidden : nq;
+    float *h = malloc(sizeof(float) * (size_t)(m * width));
+    float *q = malloc(sizeof(float) * (size_t)(m * nq));
+    float *k = malloc(sizeof(float) * (size_t)(m * nkv));
+    float *v = malloc(sizeof(float) * (size_t)(m * nkv));
+    float *a = malloc(sizeof(float) * (size_t)(m * nq));
+    float *g = malloc(sizeof(float) * (size_t)(m * inter));
+    float *u = malloc(sizeof(float) * (size_t)(m * inter));
+    int rc = -1;
+    if (!h || !q || !k || !v || !a || !g || !u) goto done;
+
+    rms_norm(x, m, hidden, norm1, eps, h);
+    fc_gemm(h, m, hidden, wq, nq, q);
+    fc_gemm(h, m, hidden, wk, nkv, k);
+    fc_gemm(h, m, hidden, wv, nkv, v);
+    rotary(q, m, heads, d, cos_, sin_);
+    rotary(k, m, kv_heads, d, cos_, sin_);
+    for (int64_t r = 0; r < m; r++)  /* (m, kv_heads, d) -> buffers (kv_heads, cap, d) at past + r */
+        for (int64_t j = 0; j < kv_heads; j++) {
+            memcpy(kbuf + (j * cap + past + r) * d, k + (r * kv_heads + j) * d, sizeof(float) * (size_t)d);
+            memcpy(vbuf + (j * cap + past + r) * d, v + (r * kv_heads + j) * d, sizeof(float) * (size_t)d);
+        }
+    {
+        int64_t qs[3] = {m * nq, d, nq}, ks[3] = {kv_heads * cap * d, cap * d, d};
+        rc = fc_attention(q, qs, kbuf, ks, vbuf, ks, 1, heads, kv_heads, m, past + m, d, mask, mask_kind, ms,
+                          causal, scale, a);
+        if (rc != 0) goto done;
+    }
+    fc_gemm(a, m, nq, wo, hidden, h);
+    for (int64_t i = 0; i < m * hidden; i++) x[i] = x[i] + h[i];
+
+    rms_norm(x, m, hidden, norm2, eps, h);
+    fc_gemm(h, m, hidden, wg, inter, g);
+    fc_gemm(h, m, hidden, wu, inter, u);
+    for (int64_t i = 0; i < m * inter; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+    fc_gemm(g, m, inter, wd, hidden, h);
+    for (int64_t i = 0; i < m * hidden; i++) x[i] = x[i] + h[i];
+    rc = 0;
+done:
+    free(h); free(q); free(k); free(v); free(a); free(g); free(u);
+    return rc;
+}

@@ -1,0 +1,106 @@
+"""The fused decoder layer (engine/native/decoder_layer.c, engine/native/layer.py) under the lean forward: used for
+the verify forward's few rows, the per-operation forward's results up to rounding, a draft tree's logits equal to
+decoding its chain token by token bit for bit (what keeps greedy verification lossless), and it steps aside for
+whatever it does not cover."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import lean_forward, native_attention
+from engine.kv_cache import new_kv_cache
+from engine.native import layer as fused_layer
+from engine.packed_linear import pack_linear_weights
+from test_lean_forward import PARENT, _run
+from test_lean_forward import _model as lean_model
+from tests.conftest import chain_in_tree_logits, random_model
+
+pytestmark = pytest.mark.skipif(fused_layer.fused_library() is None, reason="no native kernels on this machine")
+
+
+def _model(monkeypatch, family: str = "llama", max_rows: int = 16):
+    """A random model with norm weights that are not all ones, native-packed weights, the native attention
+    (``max_rows`` query rows) and the lean forward: the stack the decoder runs on a CPU."""
+    model = lean_model(family)
+    pack_linear_weights(model, budget_bytes=2**30, kernel="native")
+    monkeypatch.setattr(native_attention, "_probe_forwards", lambda m, report: max_rows)  # whatever the timing
+    assert native_attention.install_native_attention(model).installed
+    assert lean_forward.install_lean_forward(model) == ""
+    return model
+
+
+def _count_fused(monkeypatch) -> list:
+    calls = []
+    real = fused_layer.run_layers
+    monkeypatch.setattr(fused_layer, "run_layers", lambda plan, x, *a: calls.append(x.shape[1]) or real(plan, x, *a))
+    return calls
+
+
+def _steps(seed: int = 3):
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, 256, (1, 40), generator=gen)
+    return prompt, [torch.randint(0, 256, (1, 1 if i % 2 == 0 else len(PARENT)), generator=gen) for i in range(8)]
+
+
+def test_the_fused_layer_gives_the_per_operation_forward_up_to_rounding(monkeypatch):
+    prompt, steps = _steps()
+    model = _model(monkeypatch)
+    calls = _count_fused(monkeypatch)
+    fused = _run(model, prompt, steps)
+    assert calls == [1 if s.shape[1] == 1 else 5 for s in steps]  # every decode step, not the 40-token prefill
+    monkeypatch.setenv(fused_layer.FUSED_ENV, "0")
+    setattr(model.model, lean_forward.PLAN_ATTR, None)  # planned again: none with the variable set
+    per_op = _run(model, prompt, steps)
+    assert len(calls) == len(steps)  # not called again
+    for a, b in zip(fused, per_op):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_tree_logits_equal_sequential_decoding_bit_for_bit(monkeypatch):
+    """A chain inside a draft tree (a sibling branch in between), verified in one fused forward under the tree
+    mask, gives exactly the logits of decoding the chain one fused step at a time."""
+    model = _model(monkeypatch)
+    calls = _count_fused(monkeypatch)
+    tree, seq = chain_in_tree_logits(model)
+    assert calls == [7] + [1] * 6
+    for i, row in enumerate([0, 1, 3, 4, 5, 6]):
+        assert torch.equal(tree[row], seq[i]), i
+
+
+def test_it_steps_aside_for_more_rows_than_the_kernels_take(monkeypatch):
+    model = _model(monkeypatch, max_rows=4)
+    calls = _count_fused(monkeypatch)
+    ids = torch.randint(0, 256, (1, 30), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        cache = new_kv_cache(model, 64)
+        model(input_ids=ids, past_key_values=cache, use_cache=True)  # a 30-token prefill
+        model(input_ids=ids[:, :5], past_key_values=cache, use_cache=True)  # 5 rows: above the attention's 4
+        model(input_ids=ids[:, :3], past_key_values=cache, use_cache=True)  # 3 rows: fused
+    assert calls == [3]
+    assert cache.get_seq_length() == 38
+
+
+def test_models_it_does_not_cover_keep_the_per_operation_forward(monkeypatch):
+    """Qwen2's q/k/v carry biases; a model without native packing has no panels: no plan, same results."""
+    model = _model(monkeypatch, family="qwen2")
+    assert fused_layer.plan_for(model.model) is None
+    plain = random_model("llama", vocab_size=256)
+    assert lean_forward.install_lean_forward(plain) == ""
+    assert fused_layer.plan_for(plain.model) is None
+    calls = _count_fused(monkeypatch)
+    prompt, steps = _steps()
+    _run(model, prompt, steps)
+    _run(plain, prompt, steps)
+    assert calls == []
+
+
+def test_a_weight_changed_after_packing_turns_the_fused_layer_off(monkeypatch):
+    model = _model(monkeypatch)
+    calls = _count_fused(monkeypatch)
+    prompt, steps = _steps()
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.mul_(2)
+    _run(model, prompt, steps)
+    assert calls == []
