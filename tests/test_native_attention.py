@@ -73,6 +73,35 @@ def test_a_row_depends_only_on_the_keys_it_sees():
 
 
 @needs_kernel
+@pytest.mark.parametrize("kind", ["bool", "bias", "causal"])
+@pytest.mark.parametrize("d", [16, 64, 72, 128])
+def test_rows_sharing_their_first_keys_get_the_bits_of_each_row_alone(kind, d):
+    """The kernel reads the keys every row sees (the cache before a draft tree) once for all rows; each row
+    still gets exactly what it gets alone, for every mask kind and head size (64-dim chunks and the rest)."""
+    lib = attention_library()
+    m, s = 9, 203
+    gen = torch.Generator().manual_seed(d)
+    q = torch.randn(1, m, 4, d, generator=gen).transpose(1, 2)
+    k, v = torch.randn(1, 2, s, d, generator=gen), torch.randn(1, 2, s, d, generator=gen)
+    visible = torch.ones(m, s, dtype=torch.bool).tril(s - m)
+    if kind != "causal":
+        visible[:, s - m:] &= torch.rand(m, m, generator=gen) < 0.5
+        visible[torch.arange(m), s - m + torch.arange(m)] = True
+    bias = (0.3 * torch.randn(m, s, generator=gen)).masked_fill_(~visible, LOW)
+    mask = {"bool": visible[None, None], "bias": bias[None, None], "causal": None}[kind]
+    scale = d ** -0.5
+    together = attention(lib, q, k, v, mask, scale, kind == "causal")
+    for i in range(m):
+        row_mask = None if mask is None else mask[:, :, i:i + 1]
+        if mask is None:  # row i alone: causal over keys 0 .. s - m + i
+            keep = s - m + i + 1
+            alone = attention(lib, q[:, :, i:i + 1], k[:, :, :keep], v[:, :, :keep], None, scale, False)
+        else:
+            alone = attention(lib, q[:, :, i:i + 1], k, v, row_mask, scale, False)
+        assert torch.equal(alone[:, 0], together[:, i]), i
+
+
+@needs_kernel
 def test_a_row_that_sees_nothing_gets_zeros():
     lib = attention_library()
     q, k, v, visible = _inputs(3, 20)

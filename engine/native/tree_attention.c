@@ -74,58 +74,75 @@ static inline TGT float hmax(__m256 v) {
     return m;
 }
 
-/* One query row against the listed keys. q: d floats; keys[j] / vals[j]: row pointers (d floats each);
-   bias: per listed key, added after scaling (NULL: none); s: scratch of n + 8 floats; out: d floats. */
-static TGT void attend_row(const float *q, int64_t d, const float *const *keys, const float *const *vals,
-                           const float *bias, int64_t n, float scale, float *s, float *out) {
-    const __m256 vscale = _mm256_set1_ps(scale);
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+/* Scores of one query row for one block of 8 listed keys (kp[0..7]; lanes at or past `valid` are padding):
+   s[t] = q . k_t * scale (+ bias[t]), padding lanes -inf; vmax (8 floats) takes their lane-wise max. */
+static inline TGT void score_block(const float *q, int64_t d, const float *const *kp, const float *bias, int64_t valid,
+                                   __m256 vscale, float *s, float *vmax) {
+    __m256 acc[8];
+    {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int64_t c = 0; c < d; c += 8) {
+            __m256 qv = _mm256_loadu_ps(q + c);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[0] + c), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[1] + c), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[2] + c), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[3] + c), a3);
+            a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[4] + c), a4);
+            a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[5] + c), a5);
+            a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[6] + c), a6);
+            a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[7] + c), a7);
+        }
+        acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+    }
+    __m256 sc = _mm256_mul_ps(hsum8(acc), vscale);
+    if (bias) {
+        float b[8];
+        for (int t = 0; t < 8; t++) b[t] = t < valid ? bias[t] : 0.0f;
+        sc = _mm256_add_ps(sc, _mm256_loadu_ps(b));
+    }
+    if (valid < 8) { /* padding lanes: -inf, so they add nothing below */
+        float t8[8];
+        _mm256_storeu_ps(t8, sc);
+        for (int64_t t = valid; t < 8; t++) t8[t] = -INFINITY;
+        sc = _mm256_loadu_ps(t8);
+    }
+    _mm256_storeu_ps(s, sc);
+    _mm256_storeu_ps(vmax, _mm256_max_ps(_mm256_loadu_ps(vmax), sc));
+}
+
+/* Scores of one row for its listed keys from list index j_from (a multiple of 8) to its end n. */
+static TGT void score_rest(const float *q, int64_t d, const float *const *keys, const float *bias, int64_t j_from,
+                           int64_t n, __m256 vscale, float *s, float *vmax) {
+    for (int64_t j0 = j_from; j0 < n; j0 += 8) {
         const float *kp[8];
         for (int t = 0; t < 8; t++) kp[t] = keys[j0 + t < n ? j0 + t : j0];
-        __m256 acc[8];
-        {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-            for (int64_t c = 0; c < d; c += 8) {
-                __m256 qv = _mm256_loadu_ps(q + c);
-                a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[0] + c), a0);
-                a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[1] + c), a1);
-                a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[2] + c), a2);
-                a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[3] + c), a3);
-                a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[4] + c), a4);
-                a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[5] + c), a5);
-                a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[6] + c), a6);
-                a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp[7] + c), a7);
-            }
-            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
-        }
-        __m256 sc = _mm256_mul_ps(hsum8(acc), vscale);
-        if (bias) {
-            float b[8];
-            for (int t = 0; t < 8; t++) b[t] = j0 + t < n ? bias[j0 + t] : 0.0f;
-            sc = _mm256_add_ps(sc, _mm256_loadu_ps(b));
-        }
-        if (j0 + 8 > n) { /* padding lanes: -inf, so they add nothing below */
-            float t8[8];
-            _mm256_storeu_ps(t8, sc);
-            for (int64_t t = n - j0; t < 8; t++) t8[t] = -INFINITY;
-            sc = _mm256_loadu_ps(t8);
-        }
-        _mm256_storeu_ps(s + j0, sc);
-        vmax = _mm256_max_ps(vmax, sc);
+        score_block(q, d, kp, bias ? bias + j0 : NULL, n - j0 < 8 ? n - j0 : 8, vscale, s + j0, vmax);
     }
-    const __m256 m = _mm256_set1_ps(hmax(vmax));
+}
+
+/* Softmax weights in place: s[j] = exp(s[j] - max) for j < n (n + 8 floats of room); returns 1 / their sum. */
+static TGT float softmax_weights(float *s, int64_t n, const float *vmax) {
+    const __m256 m = _mm256_set1_ps(hmax(_mm256_loadu_ps(vmax)));
     __m256 vsum = _mm256_setzero_ps();
     for (int64_t j0 = 0; j0 < n; j0 += 8) {
         __m256 p = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(s + j0), m));
         _mm256_storeu_ps(s + j0, p);
         vsum = _mm256_add_ps(vsum, p);
     }
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum(vsum));
+    return 1.0f / hsum(vsum);
+}
+
+/* acc (d floats) += sum over listed keys j in [j_from, j_to) of s[j] * vals[j], one FMA chain per output in j
+   order (carried across calls through acc: the same chain as one pass over every j). */
+static TGT void weighted_values(const float *s, const float *const *vals, int64_t j_from, int64_t j_to, int64_t d,
+                                float *acc) {
     int64_t c0 = 0;
     for (; c0 + 64 <= d; c0 += 64) { /* 8 accumulators of 8 floats per chunk of 64 dims */
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-        for (int64_t j = 0; j < n; j++) {
+        float *o = acc + c0;
+        __m256 a0 = _mm256_loadu_ps(o), a1 = _mm256_loadu_ps(o + 8), a2 = _mm256_loadu_ps(o + 16),
+               a3 = _mm256_loadu_ps(o + 24), a4 = _mm256_loadu_ps(o + 32), a5 = _mm256_loadu_ps(o + 40),
+               a6 = _mm256_loadu_ps(o + 48), a7 = _mm256_loadu_ps(o + 56);
+        for (int64_t j = j_from; j < j_to; j++) {
             __m256 p = _mm256_broadcast_ss(s + j);
             const float *vp = vals[j] + c0;
             a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp), a0);
@@ -137,22 +154,25 @@ static TGT void attend_row(const float *q, int64_t d, const float *const *keys, 
             a6 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 48), a6);
             a7 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp + 56), a7);
         }
-        float *o = out + c0;
-        _mm256_storeu_ps(o, _mm256_mul_ps(a0, inv));
-        _mm256_storeu_ps(o + 8, _mm256_mul_ps(a1, inv));
-        _mm256_storeu_ps(o + 16, _mm256_mul_ps(a2, inv));
-        _mm256_storeu_ps(o + 24, _mm256_mul_ps(a3, inv));
-        _mm256_storeu_ps(o + 32, _mm256_mul_ps(a4, inv));
-        _mm256_storeu_ps(o + 40, _mm256_mul_ps(a5, inv));
-        _mm256_storeu_ps(o + 48, _mm256_mul_ps(a6, inv));
-        _mm256_storeu_ps(o + 56, _mm256_mul_ps(a7, inv));
+        _mm256_storeu_ps(o, a0);
+        _mm256_storeu_ps(o + 8, a1);
+        _mm256_storeu_ps(o + 16, a2);
+        _mm256_storeu_ps(o + 24, a3);
+        _mm256_storeu_ps(o + 32, a4);
+        _mm256_storeu_ps(o + 40, a5);
+        _mm256_storeu_ps(o + 48, a6);
+        _mm256_storeu_ps(o + 56, a7);
     }
     for (; c0 < d; c0 += 8) { /* the rest, 8 dims at a time: the same chain per output */
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t j = 0; j < n; j++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(s + j), _mm256_loadu_ps(vals[j] + c0), a);
-        _mm256_storeu_ps(out + c0, _mm256_mul_ps(a, inv));
+        __m256 a = _mm256_loadu_ps(acc + c0);
+        for (int64_t j = j_from; j < j_to; j++)
+            a = _mm256_fmadd_ps(_mm256_broadcast_ss(s + j), _mm256_loadu_ps(vals[j] + c0), a);
+        _mm256_storeu_ps(acc + c0, a);
     }
 }
+
+/* Keys per chunk of the shared weighted sum of values: every row's pass over a chunk finds its values in L1. */
+#define VALUE_CHUNK 32
 
 /* out[b, i, h, :] = softmax(q[b, h, i] . k[b, g(h), j] * scale + mask[b, i, j]) v[b, g(h), j] over the
  * keys j row i may see, g(h) = h / (heads / kv_heads).
@@ -161,25 +181,34 @@ static TGT void attend_row(const float *q, int64_t d, const float *const *keys, 
  * mask_kind 0: none (every key visible; with causal != 0 row i sees keys 0 .. S - M + i);
  * 1: bool (B, M, S) bytes with strides ms[0..2], nonzero = visible;
  * 2: float (B, M, S) with strides ms, visible where > -1e30, the value added to the scaled score.
- * out: (B, M, H, D) contiguous. Returns 0, or -1 when scratch memory could not be allocated. */
-int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
-                 const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
-                 int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
-                 float scale, float *out) {
+ * out: (B, M, H, D) contiguous. Returns 0, or -1 when scratch memory could not be allocated.
+ *
+ * Rows share their keys: the first keys of every row's list are the same (the whole cache before a draft
+ * tree), so those blocks are read from memory once per head and found in L1 by the other rows (a draft tree
+ * of 8 rows over 1,000 cached tokens read every key and value 8 times before). Each row still computes every
+ * score, weight and output with the same operations in the same order as alone. */
+TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                     const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
+                     int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
+                     float scale, float *out) {
     int64_t group = heads / kv_heads, stride = s_count + 8;
-    /* per row: its visible keys (idx), their mask values (bias), their count; then scratch */
+    /* per row: its visible keys (idx), their mask values (bias), their count, scores, accumulators */
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)(m_count * stride));
-    float *bias = malloc(sizeof(float) * (size_t)(m_count * stride + stride));
+    float *bias = malloc(sizeof(float) * (size_t)(m_count * stride));
+    float *scores = malloc(sizeof(float) * (size_t)(m_count * stride));
+    float *acc = malloc(sizeof(float) * (size_t)(m_count * d));
+    float *inv = malloc(sizeof(float) * (size_t)m_count);
+    float *vmax = malloc(sizeof(float) * 8 * (size_t)m_count);  /* per row: 8 lanes of running maxima */
     const float **kp = malloc(sizeof(float *) * (size_t)stride * 2);
     int64_t *count = malloc(sizeof(int64_t) * (size_t)m_count);
     int *use_bias = malloc(sizeof(int) * (size_t)m_count);
     int rc = 0;
-    if (!idx || !bias || !kp || !count || !use_bias) {
+    if (!idx || !bias || !scores || !acc || !inv || !vmax || !kp || !count || !use_bias) {
         rc = -1;
         goto done;
     }
-    float *s = bias + m_count * stride;
     const float **vp = kp + stride;
+    const __m256 vscale = _mm256_set1_ps(scale);
     for (int64_t b = 0; b < b_count; b++) {
         for (int64_t i = 0; i < m_count; i++) { /* the keys row i sees: the same list for every head */
             int64_t n = 0, *ix = idx + i * stride;
@@ -205,10 +234,52 @@ int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_
             }
             count[i] = n;
         }
+        /* shared: the longest list prefix every row has (keys, not mask values); scored in whole blocks of 8 */
+        int64_t shared = count[0];
+        for (int64_t i = 1; i < m_count && shared > 0; i++) {
+            int64_t lim = count[i] < shared ? count[i] : shared, j = 0;
+            const int64_t *a = idx, *c = idx + i * stride;
+            while (j < lim && a[j] == c[j]) j++;
+            shared = j;
+        }
+        int64_t shared_blocks = shared / 8 * 8;
         /* heads outer: one kv head's keys and values stay in cache for all rows */
         for (int64_t h = 0; h < heads; h++) {
             int64_t g = h / group;
             const float *kb = k + b * ks[0] + g * ks[1], *vb = v + b * vs[0] + g * vs[1];
+            for (int64_t j = 0; j < shared; j++) {
+                kp[j] = kb + idx[j] * ks[2];
+                vp[j] = vb + idx[j] * vs[2];
+            }
+            for (int64_t i = 0; i < 8 * m_count; i++) vmax[i] = -INFINITY;
+            for (int64_t j0 = 0; j0 < shared_blocks; j0 += 8) /* each block of shared keys: every row */
+                for (int64_t i = 0; i < m_count; i++)
+                    score_block(q + b * qs[0] + h * qs[1] + i * qs[2], d, kp + j0,
+                                use_bias[i] ? bias + i * stride + j0 : NULL, 8, vscale, scores + i * stride + j0,
+                                vmax + 8 * i);
+            for (int64_t i = 0; i < m_count; i++) { /* each row's own keys */
+                int64_t n = count[i], *ix = idx + i * stride;
+                if (n == 0) continue;
+                const float **row_k = vp + shared; /* scratch for row i's own key pointers (values come later) */
+                if (i == 0) {
+                    for (int64_t j = shared; j < n; j++) kp[j] = kb + ix[j] * ks[2];
+                    score_rest(q + b * qs[0] + h * qs[1], d, kp, use_bias[0] ? bias : NULL, shared_blocks, n,
+                               vscale, scores, vmax);
+                } else {
+                    /* row_k[j - shared_blocks] for list index j >= shared_blocks */
+                    for (int64_t j = shared_blocks; j < n; j++) row_k[j - shared_blocks] = kb + ix[j] * ks[2];
+                    score_rest(q + b * qs[0] + h * qs[1] + i * qs[2], d, row_k - shared_blocks,
+                               use_bias[i] ? bias + i * stride : NULL, shared_blocks, n, vscale, scores + i * stride,
+                               vmax + 8 * i);
+                }
+                inv[i] = softmax_weights(scores + i * stride, n, vmax + 8 * i);
+            }
+            for (int64_t i = 0; i < m_count * d; i++) acc[i] = 0.0f;
+            for (int64_t j0 = 0; j0 < shared; j0 += VALUE_CHUNK) { /* shared values: every row per chunk */
+                int64_t j1 = j0 + VALUE_CHUNK < shared ? j0 + VALUE_CHUNK : shared;
+                for (int64_t i = 0; i < m_count; i++)
+                    weighted_values(scores + i * stride, vp, j0, j1, d, acc + i * d);
+            }
             for (int64_t i = 0; i < m_count; i++) {
                 int64_t n = count[i], *ix = idx + i * stride;
                 float *o = out + ((b * m_count + i) * heads + h) * d;
@@ -216,18 +287,24 @@ int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_
                     for (int64_t c = 0; c < d; c++) o[c] = 0.0f;
                     continue;
                 }
-                for (int64_t j = 0; j < n; j++) {
-                    kp[j] = kb + ix[j] * ks[2];
-                    vp[j] = vb + ix[j] * vs[2];
+                if (n > shared) {
+                    const float **row_v = vp + shared; /* past the shared pointers */
+                    for (int64_t j = shared; j < n; j++) row_v[j - shared] = vb + ix[j] * vs[2];
+                    weighted_values(scores + i * stride, row_v - shared, shared, n, d, acc + i * d);
                 }
-                attend_row(q + b * qs[0] + h * qs[1] + i * qs[2], d, kp, vp, use_bias[i] ? bias + i * stride : NULL,
-                           n, scale, s, o);
+                const __m256 vi = _mm256_set1_ps(inv[i]);
+                for (int64_t c = 0; c < d; c += 8)
+                    _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_loadu_ps(acc + i * d + c), vi));
             }
         }
     }
 done:
     free(idx);
     free(bias);
+    free(scores);
+    free(acc);
+    free(inv);
+    free(vmax);
     free(kp);
     free(count);
     free(use_bias);
