@@ -81,6 +81,8 @@ def _configure(lib: ctypes.CDLL) -> None:
                                    dbl, dbl, i64, ptr, i64,                       # prior, choice
                                    ptr,                                           # node count out
                                    ptr, ptr, ptr, ptr, ptr, ptr, ptr]             # kept nodes out
+    lib.fc_build_sized_packed.restype = i64
+    lib.fc_build_sized_packed.argtypes = [ptr, ptr]
     lib.fc_suffix_draft.restype = i64
     lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
     lib.fc_gemm_supported.restype = ctypes.c_int

@@ -7,7 +7,6 @@ ways against the node-by-node reference).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import numpy as np
@@ -18,8 +17,10 @@ from ..draft_tree import DraftTree
 
 
 class _NativeScratch:
-    """Buffers the C builder reads and writes, allocated once (and grown) with their addresses kept:
-    taking an array's address costs more than the C builder's work for a typical tree."""
+    """Buffers the C builder reads and writes, allocated once (and grown), and its packed arguments
+    (``fc_build_sized_packed``: ``ia`` int64, ``da`` float64) with every constant and address filled in:
+    converting forty ctypes arguments, or taking an array's address, costs more than the builder's work for a
+    typical tree."""
 
     def __init__(self, rows: int = 128, width: int = 16, parts: int = 8, table: int = 256):
         self.rows = np.full(rows * width, -1, dtype=np.int64)
@@ -31,24 +32,42 @@ class _NativeScratch:
         self.out_ints = np.zeros((4, rows * width), dtype=np.int64)
         self.out_floats = np.zeros((2, rows * width), dtype=np.float64)
         self.out_sources = np.zeros(rows * width, dtype=np.uint8)
-        self.n_nodes = ctypes.c_int64(0)
+        self.n_nodes = np.zeros(1, dtype=np.int64)
         self.share_edges = np.asarray(SHARE_EDGES, dtype=np.float64)
         self.match_edges = np.asarray(MATCH_EDGES, dtype=np.int64)
         self.fits = (rows, width, parts, table)
-        self.estimator = (None,) * 8  # (accepted, tried, pooled accepted, pooled tried, their addresses)
+        self.table_of = (None, -1)  # (the curve's cached table, m) whose c(0..m) self.table holds
+        self.estimator = None  # the estimator whose counts' addresses ia holds
         a = lambda arr: arr.ctypes.data  # noqa: E731
-        self.ptr = (a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]), a(self.part_ints[1]),
-                    a(self.part_floats[0]), a(self.part_floats[1]), a(self.share_edges), a(self.match_edges),
-                    a(self.table), ctypes.addressof(self.n_nodes), a(self.out_ints[0]), a(self.out_ints[1]),
-                    a(self.out_ints[2]), a(self.out_ints[3]), a(self.out_sources), a(self.out_floats[0]),
-                    a(self.out_floats[1]))
+        self.ia = np.zeros(35, dtype=np.int64)
+        self.ia[[2, 3, 4, 6, 7, 8, 9]] = [a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]),
+                                         a(self.part_ints[1]), a(self.part_floats[0]), a(self.part_floats[1])]
+        self.ia[10:16] = [DEPTH_BUCKETS, a(self.share_edges), len(SHARE_EDGES), a(self.match_edges),
+                          len(MATCH_EDGES), SOURCE_SLOTS]
+        self.ia[22:24] = [ALTERNATIVE_STRIDE, SOURCE_STRIDE]
+        self.ia[25] = a(self.table)
+        self.ia[27:35] = [a(self.n_nodes), a(self.out_ints[0]), a(self.out_ints[1]), a(self.out_ints[2]),
+                          a(self.out_ints[3]), a(self.out_sources), a(self.out_floats[0]), a(self.out_floats[1])]
+        self.da = np.zeros(5, dtype=np.float64)
+        self.da[2:4] = [ALTERNATIVE_PRIOR, PRIOR_SCALE]
+        self.args = (a(self.ia), a(self.da))
 
-    def estimator_pointers(self, *arrays: np.ndarray) -> tuple[int, ...]:
-        """The addresses of the estimator's four count arrays (cached while they are the same objects)."""
-        cached = self.estimator
-        if any(c is not a for c, a in zip(cached, arrays)):
-            self.estimator = cached = (*arrays, *(a.ctypes.data for a in arrays))
-        return cached[4:]
+    def use_estimator(self, estimator: AcceptanceEstimator) -> bool:
+        """Point the arguments at ``estimator``'s Beta counts; False when they are not float64 C-contiguous
+        arrays of matching lengths (checked once per estimator and arrays)."""
+        beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
+        held = self.estimator
+        if held is not None and held[0] is estimator and all(x is y for x, y in zip(held[1], beta)):
+            self.da[0], self.da[1] = estimator.prior_strength, estimator.pool_strength
+            return True
+        if not (all(type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous for x in beta)
+                and len(beta[0]) == len(beta[1]) and len(beta[2]) == len(beta[3])):
+            return False
+        self.ia[[16, 17, 18, 19, 20, 21]] = [beta[0].ctypes.data, beta[1].ctypes.data, len(beta[0]),
+                                             beta[2].ctypes.data, beta[3].ctypes.data, len(beta[2])]
+        self.da[0], self.da[1] = estimator.prior_strength, estimator.pool_strength
+        self.estimator = (estimator, beta)
+        return True
 
 
 #: One scratch per thread: ctypes releases the GIL during the C call, so two threads drafting at once
@@ -57,7 +76,7 @@ _local = threading.local()
 
 
 def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
-                        estimator: AcceptanceEstimator, cost) -> DraftTree | None:
+                       estimator: AcceptanceEstimator, cost) -> DraftTree | None:
     """:func:`engine.draft_tree._build_sized`'s tree from the C builder (``fc_build_sized``), bit for bit.
 
     Args:
@@ -71,12 +90,11 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
         The :class:`engine.draft_tree.DraftTree` (``keys`` and ``probs`` set), or None where the C code leaves
         the input to the Python path (NaN estimates or costs, a zero denominator, odd estimator arrays).
     """
-    beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
-    if not (all(type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous for a in beta)
-            and len(beta[0]) == len(beta[1]) and len(beta[2]) == len(beta[3])):
-        return None
-    n_rows = sum(len(p[1]) for p in prepared)
-    width = max(p[0].shape[1] for p in prepared)
+    n_rows = width = 0
+    for p in prepared:
+        n_rows += len(p[1])
+        if p[0].shape[1] > width:
+            width = p[0].shape[1]
     n_parts = len(prepared)
     m = min(n_rows * width, budget)
     if n_rows == 0 or width == 0:
@@ -84,31 +102,36 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
     sc = getattr(_local, "scratch", None)
     if sc is None or n_rows > sc.fits[0] or width > sc.fits[1] or n_parts > sc.fits[2] or m >= sc.fits[3]:
         sc = _local.scratch = _NativeScratch(max(n_rows, 128), max(width, 16), max(n_parts, 8), max(m + 1, 256))
+    if not sc.use_estimator(estimator):
+        return None
     rows = sc.rows[:n_rows * width].reshape(n_rows, width)
     rows.fill(-1)
     at = 0
+    part_ints, part_floats = sc.part_ints, sc.part_floats
     for j, (part_rows, counts, total, part_weight, bit, length) in enumerate(prepared):
         k = len(counts)
         rows[at:at + k, :part_rows.shape[1]] = part_rows
         sc.counts[at:at + k] = counts  # exact: integer counts are below 2 ** 53 (_sized_rows)
         sc.row_part[at:at + k] = j
         at += k
-        sc.part_ints[0, j], sc.part_ints[1, j] = bit, length
-        sc.part_floats[0, j], sc.part_floats[1, j] = part_weight, total
+        part_ints[0, j], part_ints[1, j] = bit, length
+        part_floats[0, j], part_floats[1, j] = part_weight, total
     upto = getattr(cost, "upto", None)
-    sc.table[:m + 1] = upto(m) if upto is not None else cost.c(np.arange(m + 1))
-    acc_ptr, tried_ptr, pooled_acc_ptr, pooled_tried_ptr = sc.estimator_pointers(*beta)
-    p = sc.ptr
-    kept = lib.fc_build_sized(
-        n_rows, width, p[0], p[1], p[2], n_parts, p[3], p[4], p[5], p[6],
-        DEPTH_BUCKETS, p[7], len(SHARE_EDGES), p[8], len(MATCH_EDGES), SOURCE_SLOTS,
-        acc_ptr, tried_ptr, len(beta[0]), float(estimator.prior_strength),
-        pooled_acc_ptr, pooled_tried_ptr, len(beta[2]), float(estimator.pool_strength), ALTERNATIVE_STRIDE,
-        SOURCE_STRIDE, ALTERNATIVE_PRIOR, PRIOR_SCALE, float(min_prob),
-        int(budget), p[9], m + 1, p[10], *p[11:])
+    if upto is None:
+        sc.table[:m + 1] = cost.c(np.arange(m + 1))
+        sc.table_of = (None, -1)
+    else:
+        table = upto(m)  # a view of the curve's cached table: copied again only when that table or m changed
+        if sc.table_of[0] is not table.base or sc.table_of[1] != m or table.base is None:
+            sc.table[:m + 1] = table
+            sc.table_of = (table.base, m)
+    ia = sc.ia
+    ia[0], ia[1], ia[5], ia[24], ia[26] = n_rows, width, n_parts, budget, m + 1
+    sc.da[4] = min_prob
+    kept = lib.fc_build_sized_packed(*sc.args)
     if kept < 0:
         return None
-    if sc.n_nodes.value == 0:  # only empty rows
+    if sc.n_nodes[0] == 0:  # only empty rows
         tree = DraftTree.empty()
         tree.keys, tree.probs = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return tree
