@@ -24,7 +24,7 @@ from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
 from .model import LoadedModel
-from .verify import SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward
+from .verify import SamplingParams, accept, choose_token, compact_cache, model_device, prune_after_stop, tree_forward
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def prefill(model, cache, prompt: torch.Tensor) -> torch.Tensor:
 @torch.inference_mode()
 def decode_one_token(model, cache, token: int) -> torch.Tensor:
     """Append one token to ``cache``; returns the (V,) logits that follow it."""
-    ids = torch.tensor([[token]], dtype=torch.long, device=model.device)
+    ids = torch.tensor([[token]], dtype=torch.long, device=model_device(model))
     return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0, -1]
 
 

@@ -163,5 +163,30 @@ def install_lean_forward(model) -> str:
         return BaseModelOutputWithPast(last_hidden_state=_rms_norm(base.norm, x), past_key_values=past_key_values)
 
     base.forward = forward
+    _install_outer(model, base)
     setattr(base, INSTALLED_ATTR, True)
     return ""
+
+
+def _install_outer(model, base) -> None:
+    """The causal LM's own forward for the same calls: the lean inner forward (called directly, not through
+    ``nn.Module.__call__``), then the LM head over the last ``logits_to_keep`` positions, as
+    ``LlamaForCausalLM.forward`` computes them; any other call (labels, a tuple output, extra arguments) goes
+    to transformers' forward."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: PLC0415
+
+    original = model.forward
+
+    def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
+                labels=None, use_cache=None, logits_to_keep=0, **kwargs):
+        if (kwargs or labels is not None or input_ids is None or inputs_embeds is not None or past_key_values is None
+                or input_ids.shape[0] != 1 or model.training or torch.is_grad_enabled()):
+            return original(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                            past_key_values=past_key_values, inputs_embeds=inputs_embeds, labels=labels,
+                            use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
+        hidden = base.forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              past_key_values=past_key_values, use_cache=use_cache).last_hidden_state
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        return CausalLMOutputWithPast(logits=model.lm_head(hidden[:, keep, :]), past_key_values=past_key_values)
+
+    model.forward = forward

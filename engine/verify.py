@@ -71,6 +71,12 @@ def choose_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
     return int(torch.multinomial(warp_probs(logits, params), 1, generator=generator))
 
 
+def model_device(model) -> torch.device:
+    """The device of ``model``'s LM head, else ``model.device`` (which walks every parameter: ~10 us a call)."""
+    weight = getattr(getattr(model, "lm_head", None), "weight", None)
+    return weight.device if isinstance(weight, torch.Tensor) else model.device
+
+
 def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
                  prefix: Sequence[int] = ()) -> torch.Tensor:
     """Run ``prefix + [pending] + tree.tokens`` through the model in one pass with tree attention.
@@ -86,9 +92,11 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
     Returns:
         (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
     """
-    device = model.device
+    device = model_device(model)
     k = len(prefix)
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
+    if k == 0 and len(tree) == 0:  # one row: nothing to mask, its position follows the cache
+        return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0]
     out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device, k),
                 attention_mask=tree.attention_mask(past_len, model.dtype, device, k),
                 past_key_values=cache, use_cache=True, logits_to_keep=1 + len(tree))

@@ -76,6 +76,26 @@ def test_calls_it_does_not_cover_go_to_transformers(monkeypatch):
     out = model(input_ids=ids[:1], past_key_values=new_kv_cache(model, 16), use_cache=True).logits
     assert out.requires_grad  # gradients kept: the original forward ran
     out.sum().backward()
+    with torch.inference_mode():  # labels and a tuple output: transformers' causal LM forward, same results
+        got = model(input_ids=ids[:1], past_key_values=new_kv_cache(model, 16), use_cache=True, labels=ids[:1])
+        want = reference(input_ids=ids[:1], past_key_values=new_kv_cache(reference, 16), use_cache=True,
+                         labels=ids[:1])
+        assert torch.equal(got.loss, want.loss) and torch.equal(got.logits, want.logits)
+        got = model(input_ids=ids[:1], past_key_values=new_kv_cache(model, 16), use_cache=True, return_dict=False)
+        assert isinstance(got, tuple) and torch.equal(got[0], want.logits)
+
+
+def test_the_causal_lm_forward_keeps_the_last_logits_asked_for():
+    """``logits_to_keep`` as transformers reads it: the last k positions (0: all), or a slice."""
+    model, reference = random_model("llama", vocab_size=256), random_model("llama", vocab_size=256)
+    install_lean_forward(model)
+    ids = torch.randint(0, 256, (1, 9), generator=torch.Generator().manual_seed(6))
+    with torch.inference_mode():
+        for keep in (0, 1, 4, slice(2, 5)):
+            got = model(input_ids=ids, past_key_values=new_kv_cache(model, 16), use_cache=True, logits_to_keep=keep)
+            want = reference(input_ids=ids, past_key_values=new_kv_cache(reference, 16), use_cache=True,
+                             logits_to_keep=keep)
+            assert torch.equal(got.logits, want.logits), keep
 
 
 def test_unsupported_models_are_left_alone(monkeypatch):
