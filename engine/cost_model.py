@@ -163,8 +163,10 @@ def _kernel_name(packing) -> str:
 def cost_key(loaded) -> dict:
     """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
     the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`), whether the
-    native attention serves (:mod:`engine.native_attention`) and whether the lean forward does
-    (:mod:`engine.lean_forward`): they change c(n)."""
+    native attention serves (:mod:`engine.native_attention`), whether the lean forward does
+    (:mod:`engine.lean_forward`) and whether it runs the native fused layer: they change c(n)."""
+    from .lean_forward import fused_layer_serves  # noqa: PLC0415
+
     model = loaded.model
     params = sum(p.numel() for p in model.parameters())
     name = str(loaded.name)
@@ -176,6 +178,7 @@ def cost_key(loaded) -> dict:
             "kernel": _kernel_name(packing),
             "attention": "native" if (att := getattr(loaded, "attention", None)) and att.installed else "",
             "lean_forward": getattr(loaded, "lean_forward", None) == "",
+            "fused_layer": fused_layer_serves(model),
             "format": FORMAT}
 
 

@@ -44,17 +44,30 @@ def _rms_norm(norm, x: torch.Tensor) -> torch.Tensor:
 PLAN_ATTR = "_fastcoder_fused_plan"
 
 
-def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask) -> bool:
-    """Run every decoder layer over ``x`` in place with the native fused layer (:mod:`engine.native.layer`)
-    when this forward qualifies: few enough rows for the native kernels (the packed linear layers' and the
-    native attention's limits), a preallocated float32 KV cache, a mask the kernel takes. False: nothing was
-    done, the per-operation path runs."""
+def _plan(base):
+    """The inner model's :class:`engine.native.layer.FusedPlan` (made on first use), or False."""
     plan = getattr(base, PLAN_ATTR, None)
     if plan is None:
         from .native.layer import plan_for  # noqa: PLC0415
 
         plan = plan_for(base) or False
         setattr(base, PLAN_ATTR, plan)
+    return plan
+
+
+def fused_layer_serves(model) -> bool:
+    """Whether ``model``'s decode steps run through the native fused layer (:mod:`engine.native.layer`): the
+    lean forward is installed and every layer qualifies (per forward, the row count and cache decide too)."""
+    base = getattr(model, "model", None)
+    return bool(base is not None and getattr(base, INSTALLED_ATTR, False) and _plan(base))
+
+
+def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask) -> bool:
+    """Run every decoder layer over ``x`` in place with the native fused layer (:mod:`engine.native.layer`)
+    when this forward qualifies: few enough rows for the native kernels (the packed linear layers' and the
+    native attention's limits), a preallocated float32 KV cache, a mask the kernel takes. False: nothing was
+    done, the per-operation path runs."""
+    plan = _plan(base)
     if not plan or rows > plan.max_rows or x.dtype != torch.float32 or not x.is_contiguous():
         return False
     from .native_attention import NAME, ROWS_ATTR  # noqa: PLC0415

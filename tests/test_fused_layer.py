@@ -104,3 +104,17 @@ def test_a_weight_changed_after_packing_turns_the_fused_layer_off(monkeypatch):
         model.model.layers[0].mlp.down_proj.weight.mul_(2)
     _run(model, prompt, steps)
     assert calls == []
+
+
+def test_the_verify_cost_key_says_whether_the_fused_layer_serves(monkeypatch):
+    """c(n) measured with the fused layer is not the curve without it: the cache key tells them apart."""
+    from engine.cost_model import cost_key  # noqa: PLC0415
+    from engine.model import LoadedModel  # noqa: PLC0415
+
+    model = _model(monkeypatch)
+    loaded = LoadedModel(model=model, tokenizer=None, device=torch.device("cpu"), dtype=torch.float32,
+                         name="random-llama", lean_forward="")
+    assert lean_forward.fused_layer_serves(model) and cost_key(loaded)["fused_layer"] is True
+    monkeypatch.setenv(fused_layer.FUSED_ENV, "0")
+    setattr(model.model, lean_forward.PLAN_ATTR, None)
+    assert not lean_forward.fused_layer_serves(model) and cost_key(loaded)["fused_layer"] is False
