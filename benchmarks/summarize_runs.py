@@ -7,13 +7,16 @@ Usage (from the repository root)::
 One row per file (task kind, repository): tokens generated, every method's speedup over ``ar``, the
 flagship's and its strongest rival's accepted length and draft tokens per step, the flagship's
 drafting share of decode time, its speed relative to the best other method, and whether every
-method reproduced ``ar``'s tokens. Plain standard library; prints Markdown.
+method reproduced ``ar``'s tokens; then every method's ms per generated token and end-to-end ms per
+completion, geometric means over the files (absolute speed, which a ratio to ``ar`` hides when the forward
+itself gets faster). Plain standard library; prints Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -62,7 +65,25 @@ def main(argv=None) -> int:
     print("|" + "---|" * len(head))
     for _, text in sorted(rows):
         print(text)
+    print()
+    print(absolute([json.loads(Path(f).read_text()) for f in args.files]))
     return 0
+
+
+def absolute(runs: list[dict]) -> str:
+    """A Markdown table: per method, ms per generated token and end-to-end ms per completion, geometric
+    means over ``runs`` (methods present in every run)."""
+    names = [m for m in ("ar", *ORDER) if all(m in r["methods"] for r in runs)]
+
+    def gmean(key: str, m: str) -> float:
+        return math.exp(sum(math.log(r["methods"][m][key]) for r in runs) / len(runs))
+
+    lines = ["| geometric mean over %d cells | %s |" % (len(runs), " | ".join(names)),
+             "|---|" + "---|" * len(names),
+             "| ms per token | " + " | ".join(f"{gmean('ms_per_token', m):.2f}" for m in names) + " |",
+             "| end-to-end ms per completion | " + " | ".join(f"{gmean('e2e_ms_per_completion', m):.0f}" for m in names)
+             + " |"]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
