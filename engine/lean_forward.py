@@ -35,6 +35,10 @@ import sys
 
 import torch
 
+from .native import layer as native_layer
+from .native_attention import NAME as NATIVE_ATTENTION
+from .native_attention import ROWS_ATTR
+
 #: Model types whose decoder layers have exactly the structure the lean forward replays.
 SUPPORTED = ("llama", "qwen2")
 #: RMSNorm classes whose arithmetic :func:`_rms_norm` reproduces bit for bit.
@@ -57,9 +61,7 @@ def _plan(base):
     """The inner model's :class:`engine.native.layer.FusedPlan` (made on first use), or False."""
     plan = getattr(base, PLAN_ATTR, None)
     if plan is None:
-        from .native.layer import plan_for  # noqa: PLC0415
-
-        plan = plan_for(base) or False
+        plan = native_layer.plan_for(base) or False
         setattr(base, PLAN_ATTR, plan)
     return plan
 
@@ -79,20 +81,18 @@ def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
     plan = _plan(base)
     if not plan or rows > plan.max_rows or x.dtype != torch.float32 or not x.is_contiguous():
         return False
-    from .native_attention import NAME, ROWS_ATTR  # noqa: PLC0415
-    from .native.layer import cache_ready, mask_args, run_layers  # noqa: PLC0415
-
     first = base.layers[0].self_attn
-    if base.config._attn_implementation != NAME or rows > getattr(first, ROWS_ATTR, 0) or not plan.current():
+    if base.config._attn_implementation != NATIVE_ATTENTION or rows > getattr(first, ROWS_ATTR, 0) \
+            or not plan.current():
         return False
     past = cache.get_seq_length()
-    margs = mask_args(mask, rows, past + rows)
-    if margs is None or not cache_ready(cache, len(plan.layers), rows):
+    margs = native_layer.mask_args(mask, rows, past + rows)
+    if margs is None or not native_layer.cache_ready(cache, len(plan.layers), rows):
         return False
     cos, sin = cos.contiguous(), sin.contiguous()
-    if cos.dtype != torch.float32 or cos.shape[-1] != plan.layers[0][13]:
+    if cos.dtype != torch.float32 or cos.shape[-1] != plan.head_dim:
         return False
-    run_layers(plan, x, cos, sin, cache, margs)
+    native_layer.run_layers(plan, x, cos, sin, cache, margs)
     return True
 
 

@@ -73,16 +73,8 @@ def _build(out: Path, compiler: str) -> None:
 
 def _configure(lib: ctypes.CDLL) -> None:
     i64, dbl, ptr = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
-    lib.fc_build_sized.restype = i64
-    lib.fc_build_sized.argtypes = [i64, i64, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr,  # rows and sources
-                                   i64, ptr, i64, ptr, i64, i64,                  # bucket layout
-                                   ptr, ptr, i64, dbl,                            # estimator
-                                   ptr, ptr, i64, dbl, i64, i64, dbl,             # pooled, alternatives
-                                   dbl, dbl, i64, ptr, i64,                       # prior, choice
-                                   ptr,                                           # node count out
-                                   ptr, ptr, ptr, ptr, ptr, ptr, ptr]             # kept nodes out
     lib.fc_build_sized_packed.restype = i64
-    lib.fc_build_sized_packed.argtypes = [ptr, ptr]
+    lib.fc_build_sized_packed.argtypes = [ptr, ptr]  # fc_build_sized's arguments in two arrays (native/tree.py)
     lib.fc_suffix_draft.restype = i64
     lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
     lib.fc_gemm_supported.restype = ctypes.c_int

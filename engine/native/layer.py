@@ -33,12 +33,14 @@ class FusedPlan:
     """The fused layer's arguments for every layer of one model, read once (see :func:`plan_for`).
 
     ``max_rows``: the most rows every native-packed linear layer takes (the attention's own limit is read per
-    forward: the load-time probe switches it); ``layers``: per layer, the scalar and pointer arguments of
-    ``fc_fused_layer`` but for the per-forward ones.
+    forward: the load-time probe switches it); ``head_dim``: the attention heads' size (the rotary tables'
+    width); ``layers``: per layer, the scalar and pointer arguments of ``fc_fused_layer`` but for the
+    per-forward ones.
     """
 
     def __init__(self, lib, layers):
         self.lib = lib
+        self.head_dim = int(layers[0].self_attn.head_dim)
         self.linears = []
         self.layers = []
         self.max_rows = 1 << 30

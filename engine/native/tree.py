@@ -1,4 +1,5 @@
-"""The cost-sized draft-tree builder's C call (``fc_build_sized`` in ``draft_tree.c``): buffers and marshalling.
+"""The cost-sized draft-tree builder's C call (``fc_build_sized`` in ``draft_tree.c``, through
+``fc_build_sized_packed``): buffers and marshalling.
 
 :func:`engine.draft_tree._build_sized` prepares each source's rows and calls :func:`build_sized_native` when
 the library is loaded; the tree is the same, bit for bit (tests/test_draft_tree_sized.py runs every case both
