@@ -64,10 +64,20 @@ def warp_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     return scores.softmax(-1)
 
 
+def argmax_rows(logits: torch.Tensor) -> list[int]:
+    """The argmax of each row of (R, V) logits (the first maximum; a NaN counts as the maximum), as a list.
+
+    On a CPU float32 tensor through numpy: the same indices as ``logits.argmax(-1)``, ~10x cheaper (7 rows
+    x 8,192: 6 us against 71 us for torch's reduction, whose fixed cost is most of it)."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32 and not logits.requires_grad:
+        return logits.numpy().argmax(-1).tolist()
+    return logits.argmax(-1).tolist()
+
+
 def choose_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
     """One token from (V,) logits: argmax when greedy, else a draw from :func:`warp_probs`."""
     if params.greedy:
-        return int(logits.argmax())
+        return argmax_rows(logits[None])[0]
     return int(torch.multinomial(warp_probs(logits, params), 1, generator=generator))
 
 
@@ -123,7 +133,7 @@ def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
     path: list[int] = []
     node = -1
     if choose is None and params.greedy:
-        best = logits.argmax(-1).tolist()
+        best = argmax_rows(logits)
         while True:
             token = best[node + 1]
             child = children.get((node, token))
@@ -143,6 +153,10 @@ def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
         node = child
 
 
+#: KV-cache dtypes :func:`compact_cache` moves through numpy (bfloat16 has no numpy dtype).
+_NUMPY_DTYPES = (torch.float32, torch.float16, torch.float64)
+
+
 def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None:
     """Keep the context, the pending token and the accepted path in the KV cache; drop the rest.
 
@@ -154,9 +168,19 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
     base = past_len + 1
     first = next((j for j, node in enumerate(path) if node != j), len(path))  # path[:first] is in place
     if first < len(path):
-        src = torch.tensor(path[first:], dtype=torch.long) + base
         lo, hi = base + first, base + len(path)
-        for layer in cache.layers:  # a slice assignment (copy_): index_put_ with a tensor index was ~1.6x slower
+        src_np = np.asarray(path[first:], dtype=np.int64) + base
+        src = None
+        for layer in cache.layers:
+            kbuf, vbuf = getattr(layer, "_kbuf", None), getattr(layer, "_vbuf", None)
+            if kbuf is not None and kbuf.device.type == "cpu" and kbuf.dtype in _NUMPY_DTYPES:
+                # the preallocated buffers through numpy: 2 calls a layer (torch's 4 cost ~3x more)
+                for buf in (kbuf.numpy(), vbuf.numpy()):
+                    buf[..., lo:hi, :] = buf[..., src_np, :]
+                continue
+            if src is None:
+                src = torch.from_numpy(src_np)
+            # a slice assignment (copy_): index_put_ with a tensor index was ~1.6x slower
             src_d = src.to(layer.keys.device)
             layer.keys[..., lo:hi, :] = layer.keys.index_select(-2, src_d)
             layer.values[..., lo:hi, :] = layer.values.index_select(-2, src_d)

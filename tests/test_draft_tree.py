@@ -162,3 +162,29 @@ def test_min_prob_prunes_unlikely_branches_per_source():
     assert pruned.longest_match([7]) == 0                # 0.2: branch pruned
     assert pruned.longest_match([9, 9]) == 2             # the only copy continuation: share 1.0
     assert len(pruned) == 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 10 ** 6), min_size=0, max_size=90))
+def test_ancestors_match_a_walk_up_the_parents(picks):
+    """``DraftTree.ancestors`` (bitmask path up to 64 nodes, per-depth array path above) is, for any tree
+    with parents first, node i itself and every node on its way up to the root."""
+    from engine.draft_tree import DraftTree
+
+    parents, depths = [], []
+    for i, pick in enumerate(picks):
+        parent = pick % (i + 1) - 1  # -1 (a root) or any earlier node
+        parents.append(parent)
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    n = len(parents)
+    tree = DraftTree(np.arange(n, dtype=np.int64), np.asarray(parents, dtype=np.int64),
+                     np.asarray(depths, dtype=np.int64), np.zeros(n, dtype=np.uint8), np.ones(n))
+    want = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        j = i
+        while j >= 0:
+            want[i, j] = True
+            j = parents[j]
+    got = tree.ancestors
+    assert got.shape == (n, n) and got.dtype == np.bool_
+    assert np.array_equal(got, want)

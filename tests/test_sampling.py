@@ -241,3 +241,17 @@ def test_nan_temperature_raises_value_error(tiny_sampling_case):
     loaded, prompt, _, _ = tiny_sampling_case
     with pytest.raises(ValueError, match="temperature"):
         SpeculativeDecoder(loaded, method="ar").generate(prompt, max_new_tokens=4, temperature=math.nan)
+
+
+def test_argmax_rows_equals_torch_argmax_with_ties_and_nans():
+    """The greedy choice through numpy (engine.verify.argmax_rows) picks torch's index: the first of tied
+    maxima, a NaN as the maximum; other dtypes and tensors that need grad go through torch."""
+    from engine.verify import argmax_rows
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 4, (9, 50), generator=gen).float()  # many ties
+    x[3, 7] = float("nan")
+    x[5, :] = float("-inf")
+    x[6, 10] = x[6, 20] = float("inf")
+    for t in (x, x.double(), x.bfloat16(), x[:, ::2], x.clone().requires_grad_()):
+        assert argmax_rows(t) == t.detach().argmax(-1).tolist()
