@@ -256,6 +256,13 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
         return DraftTree.empty()
     sized = estimator is not None and cost is not None
     if sized:
+        lib = native.library()
+        if lib is not None and type(estimator) is AcceptanceEstimator:
+            from .native.tree import build_sized_parts  # noqa: PLC0415  (it imports this module)
+
+            tree = build_sized_parts(lib, parts, budget, min_prob, estimator, cost)
+            if tree is not None:
+                return tree
         tree = _build_sized(parts, budget, min_prob, estimator, cost)
         if tree is not None:
             return tree

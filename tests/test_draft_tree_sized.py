@@ -98,6 +98,58 @@ def test_sized_builder_equals_reference_in_both_regimes(builder, python_nodes, c
     assert tree_fields(got_arrays) == tree_fields(want)
 
 
+@st.composite
+def raw_sources(draw):
+    """Sources as the drafters give them and beyond: int32 or int64 token rows (2-D, 1-D, or a column
+    slice with a row stride wider than the row), rows longer than the depth cut and more rows than the row
+    cut, int64 counts or float64 ones (whole or fractional, a few or many: whose sum's order matters)."""
+    from engine.draft_tree import SOURCE_CACHE, SOURCE_CONTEXT
+
+    parts = []
+    for source in draw(st.lists(st.sampled_from([SOURCE_REPO, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_CACHE]),
+                                min_size=1, max_size=5)):
+        width = draw(st.integers(1, dt.SIZED_MAX_DEPTH + 6))
+        k = draw(st.integers(1, dt.SIZED_MAX_ROWS + 8))
+        top = draw(st.integers(1, 3))
+        rows = np.asarray(draw(st.lists(st.lists(st.integers(-1, top), min_size=width + 2, max_size=width + 2),
+                                        min_size=k, max_size=k)), dtype=draw(st.sampled_from([np.int32, np.int64])))
+        layout = draw(st.sampled_from(["2d", "1d", "strided"]))
+        tokens = rows[0, :width] if layout == "1d" else (rows[:, :width] if layout == "strided"
+                                                          else np.ascontiguousarray(rows[:, :width]))
+        n_counts = max(1, k + draw(st.sampled_from([0, 0, -1, 2])))  # a count per row, or a few more or less
+        whole = draw(st.lists(st.integers(0, 5), min_size=n_counts, max_size=n_counts))
+        kind = draw(st.sampled_from(["int", "whole", "fraction"]))
+        counts = (np.asarray(whole, np.int64) if kind == "int" else
+                  np.asarray(whole, float) / (3.0 if kind == "fraction" else 1.0))
+        parts.append(Candidates(tokens, counts, draw(st.sampled_from([1.0, 0.5, 3.0])), source,
+                                draw(st.integers(0, 20))))
+    return parts
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw_sources(), st.integers(1, 64), st.sampled_from([0.0, 0.2]), st.integers(0, 3))
+def test_sized_builder_from_raw_sources_equals_python_and_reference(parts, budget, min_prob, seed):
+    """The C preparation of the sources' own arrays (engine.native.tree.build_sized_parts) and its fallbacks
+    build the Python builder's trees (the row and depth cuts, stable ties among the most frequent rows, the
+    counts' sum, every token dtype and row layout), and the reference's where it takes the input (2-D rows,
+    a count per row)."""
+    if native.library() is None:
+        pytest.skip("no C compiler: the native builder is not built here")
+    parts = [p for p in parts if p.tokens.size and len(p.counts)]
+    est = _trained(seed)
+    got = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST))
+    saved = native._state.get("lib")
+    native._state["lib"] = None
+    try:
+        assert native.library() is None
+        python = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST))
+    finally:
+        native._state["lib"] = saved
+    assert got == python
+    if all(p.tokens.ndim == 2 and len(p.tokens) == len(p.counts) for p in parts):
+        assert got == tree_fields(reference_build_draft_tree(parts, budget, min_prob, est, COST))
+
+
 def _parts(counts_a, counts_b):
     a = Candidates(np.array([[1, 2, 3, -1], [1, 2, 4, 5], [1, 6, -1, -1]]), np.array(counts_a, float), 2.0,
                    SOURCE_REPO, 4)

@@ -75,6 +75,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     i64, dbl, ptr = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
     lib.fc_build_sized_packed.restype = i64
     lib.fc_build_sized_packed.argtypes = [ptr, ptr]  # fc_build_sized's arguments in two arrays (native/tree.py)
+    lib.fc_build_sized_parts.restype = i64  # the same from the sources' arrays (native/tree.py)
+    lib.fc_build_sized_parts.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64]
     lib.fc_suffix_draft.restype = i64
     lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
     lib.fc_gemm_supported.restype = ctypes.c_int

@@ -282,6 +282,114 @@ int64_t fc_build_sized_packed(const int64_t *ia, const double *da) {
 #undef P
 }
 
+/* One source's counts, validated as engine/draft_tree.py's _sized_rows requires them, and their exact sum.
+   kind 0: int64, 1: float64. Returns 0, or -3 for counts the Python preparation must handle (a negative,
+   non-finite or non-integral count whose float sum could depend on the order of the additions, a sum of
+   2 ** 53 or more). */
+static int counts_total(const void *counts, int kind, int64_t n, double *total) {
+    const double limit = 9007199254740992.0; /* 2 ** 53 */
+    if (kind == 0) {
+        const int64_t *c = (const int64_t *)counts;
+        int64_t sum = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (c[i] < 0 || c[i] >= (int64_t)1 << 53) return -3;
+            sum += c[i];
+            if (sum >= (int64_t)1 << 53) return -3;
+        }
+        *total = (double)sum;
+        return 0;
+    }
+    const double *c = (const double *)counts;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = c[i];
+        if (!(x >= 0.0) || x >= limit) return -3;
+        /* two additions or fewer: the order is Python's sum(); more: exact only for whole numbers */
+        if (n > 2 && x != floor(x)) return -3;
+        sum = sum + x;
+        if (n > 2 && sum >= limit) return -3;
+    }
+    if (!(sum < INFINITY)) return -3;
+    *total = sum;
+    return 0;
+}
+
+static double count_at(const void *counts, int kind, int64_t i) {
+    return kind == 0 ? (double)((const int64_t *)counts)[i] : ((const double *)counts)[i];
+}
+
+/* fc_build_sized_packed on the sources' own arrays: the preparation of engine/draft_tree.py's _sized_rows
+   (each source's most frequent max_rows rows, cut to max_depth tokens, its counts' sum) done here, written
+   into the scratch arrays ia points at, then the tree built. parts: n_parts x 10 int64 per source: rows
+   address, bytes per token id (4 or 8), tokens between row starts, rows, row width, counts address, counts
+   kind (0: int64, 1: float64), counts, source bit, match length; weights: each source's weight. The
+   scratch holds room_rows x room_width tokens. Returns fc_build_sized's result, or -3 when the Python
+   preparation must run (see counts_total; more rows or a wider row than the scratch holds). */
+int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts, const double *weights,
+                             int64_t n_parts, int64_t max_rows, int64_t max_depth, int64_t room_rows,
+                             int64_t room_width) {
+    int64_t *rows = (int64_t *)(intptr_t)ia[2], *row_part = (int64_t *)(intptr_t)ia[4];
+    double *row_count = (double *)(intptr_t)ia[3];
+    int64_t *part_bit = (int64_t *)(intptr_t)ia[6], *part_match = (int64_t *)(intptr_t)ia[7];
+    double *part_weight = (double *)(intptr_t)ia[8], *part_total = (double *)(intptr_t)ia[9];
+    int64_t n_rows = 0, width = 0;
+    enum { MAX_PARTS = 64, MAX_PICK = 64 };
+    if (n_parts > MAX_PARTS || max_rows > MAX_PICK) return -3;
+    int64_t k_of[MAX_PARTS];
+    for (int64_t p = 0; p < n_parts; p++) {
+        const int64_t *f = parts + p * 10;
+        int64_t k = f[3] < f[7] ? f[3] : f[7], w = f[4] < max_depth ? f[4] : max_depth;
+        if (counts_total((const void *)(intptr_t)f[5], (int)f[6], f[7], part_total + p) != 0) return -3;
+        k_of[p] = k < max_rows ? k : max_rows;
+        n_rows += k_of[p];
+        if (w > width) width = w;
+    }
+    if (n_rows > room_rows || width > room_width) return -3;
+    for (int64_t i = 0; i < n_rows * width; i++) rows[i] = -1;
+    int64_t at = 0;
+    for (int64_t p = 0; p < n_parts; p++) {
+        const int64_t *f = parts + p * 10;
+        const char *base = (const char *)(intptr_t)f[0];
+        int64_t item = f[1], stride = f[2], k = f[3] < f[7] ? f[3] : f[7];
+        int64_t w = f[4] < max_depth ? f[4] : max_depth;
+        const void *counts = (const void *)(intptr_t)f[5];
+        int kind = (int)f[6];
+        int64_t pick[MAX_PICK];
+        if (k > max_rows) { /* np.argsort(-counts[:k], kind="stable")[:max_rows]: by count, then index */
+            uint8_t taken[4096];
+            if (k > 4096) return -3;
+            memset(taken, 0, (size_t)k);
+            for (int64_t j = 0; j < max_rows; j++) {
+                int64_t b = -1;
+                for (int64_t i = 0; i < k; i++)
+                    if (!taken[i] && (b < 0 || count_at(counts, kind, i) > count_at(counts, kind, b))) b = i;
+                taken[b] = 1;
+                pick[j] = b;
+            }
+        } else {
+            for (int64_t j = 0; j < k; j++) pick[j] = j;
+        }
+        for (int64_t j = 0; j < k_of[p]; j++, at++) {
+            const char *src = base + pick[j] * stride * item;
+            int64_t *dst = rows + at * width;
+            if (item == 4)
+                for (int64_t d = 0; d < w; d++) dst[d] = ((const int32_t *)src)[d];
+            else
+                for (int64_t d = 0; d < w; d++) dst[d] = ((const int64_t *)src)[d];
+            row_count[at] = count_at(counts, kind, pick[j]);
+            row_part[at] = p;
+        }
+        part_bit[p] = f[8];
+        part_match[p] = f[9] > 0 ? f[9] : 0;
+        part_weight[p] = weights[p];
+        part_total[p] = part_total[p] > 1e-12 ? part_total[p] : 1e-12;
+    }
+    ia[0] = n_rows;
+    ia[1] = width;
+    ia[5] = n_parts;
+    return fc_build_sized_packed(ia, da);
+}
+
 /* SuffixDecoding's draft for the end of a token sequence (engine/context_match.py, SuffixMatchIndex.draft):
    the same tokens, probabilities and match length, bit for bit.
 
