@@ -89,9 +89,10 @@ MAX_DRAFT_TOKENS = 64
 #: buffers of :mod:`engine.kv_cache` double when a longer generation needs more).
 KV_HEADROOM = 256 + MAX_DRAFT_TOKENS
 #: Retrieval settings when trees are sized by cost: occurrences sampled per datastore query and tokens
-#: per continuation (REST's 128 and 16 cost ~0.3 ms a step more for nodes the cost model drops).
+#: per continuation (REST's 128 and 16 cost ~0.3 ms a step more for nodes the cost model drops; 24 tokens,
+#: engine.draft_tree.SIZED_MAX_DEPTH, so that a long copy can be verified whole in one forward).
 SIZED_MAX_MATCHES = 32
-SIZED_DRAFT_LEN = 12
+SIZED_DRAFT_LEN = 24
 
 
 def default_draft_budget(device: torch.device) -> int:

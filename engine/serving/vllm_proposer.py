@@ -78,7 +78,7 @@ PROPOSER_CLASS = "engine.serving.vllm_proposer.FastCoderProposer"
 
 #: Retrieval settings of the local decoder when trees are sized by cost (engine.decoder's
 #: MAX_DRAFT_TOKENS, SIZED_MAX_MATCHES, SIZED_DRAFT_LEN; tests check they agree).
-DEFAULT_RETRIEVAL = {"budget": 64, "max_matches": 32, "draft_len": 12}
+DEFAULT_RETRIEVAL = {"budget": 64, "max_matches": 32, "draft_len": 24}
 
 
 def linear_cost(slope: float) -> VerifyCost:
