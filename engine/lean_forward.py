@@ -73,6 +73,36 @@ def fused_layer_serves(model) -> bool:
     return bool(base is not None and getattr(base, INSTALLED_ATTR, False) and _plan(base))
 
 
+#: Positions past which the rotary table is not kept (cos and sin: 2 x positions x head_dim float32).
+ROTARY_TABLE_MAX = 1 << 16
+
+
+def _rotary(base, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``base.rotary_emb(x, position_ids)``: cos and sin (1, rows, head_dim) in ``x``'s dtype, read from a
+    table of every position the model takes, made once by that same module (default RoPE only: its values
+    depend on the position alone, each an elementwise function of ``position x inv_freq``, so the table holds
+    the very bits a call computes). The module's ~8 torch operations cost ~40 us a forward; the lookup ~10.
+    Other RoPE types, devices and dtypes call the module."""
+    rope = base.rotary_emb
+    table = getattr(rope, "_fastcoder_table", None)
+    if table is None:
+        limit = int(getattr(base.config, "max_position_embeddings", 0) or 0)
+        ok = (getattr(rope, "rope_type", None) == "default" and 0 < limit <= ROTARY_TABLE_MAX
+              and x.device.type == "cpu")
+        table = False
+        if ok:
+            positions = torch.arange(limit, device=x.device)[None]
+            table = tuple(t[0].contiguous() for t in rope(x, position_ids=positions))
+        rope._fastcoder_table = table
+    if not table or table[0].dtype != x.dtype or position_ids.device.type != "cpu" or position_ids.shape[0] != 1:
+        return rope(x, position_ids=position_ids)
+    pos = position_ids[0]
+    try:  # a position past the table (or negative) raises here: then the module computes it
+        return table[0].index_select(0, pos)[None], table[1].index_select(0, pos)[None]
+    except (IndexError, RuntimeError):
+        return rope(x, position_ids=position_ids)
+
+
 def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask) -> bool:
     """Run every decoder layer over ``x`` in place with the native fused layer (:mod:`engine.native.layer`)
     when this forward qualifies: few enough rows for the native kernels (the packed linear layers' and the
@@ -150,6 +180,8 @@ def install_lean_forward(model) -> str:
     from transformers.modeling_outputs import BaseModelOutputWithPast  # noqa: PLC0415
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS  # noqa: PLC0415
 
+    one_row_unmasked = [False]  # create_causal_mask gave None for one row without an attention mask
+
     def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
                 use_cache=None, **kwargs):
         if (kwargs or input_ids is None or inputs_embeds is not None or past_key_values is None
@@ -162,9 +194,16 @@ def install_lean_forward(model) -> str:
         if position_ids is None:
             start = past_key_values.get_seq_length()
             position_ids = torch.arange(start, start + rows, device=x.device)[None]
-        mask = make_mask(config=base.config, inputs_embeds=x, attention_mask=attention_mask,
-                         past_key_values=past_key_values, position_ids=position_ids)
-        cos, sin = base.rotary_emb(x, position_ids=position_ids)
+        if attention_mask is not None and attention_mask.dim() == 4:
+            mask = attention_mask  # create_causal_mask returns a prepared 4D mask as it is
+        elif attention_mask is None and rows == 1 and one_row_unmasked[0]:
+            mask = None
+        else:
+            mask = make_mask(config=base.config, inputs_embeds=x, attention_mask=attention_mask,
+                             past_key_values=past_key_values, position_ids=position_ids)
+            if attention_mask is None and rows == 1 and mask is None:
+                one_row_unmasked[0] = True  # one row sees the whole cache: no mask (~40 us a step to learn it)
+        cos, sin = _rotary(base, x, position_ids)
         if _fused(base, rows, x, cos, sin, past_key_values, mask):
             return BaseModelOutputWithPast(last_hidden_state=_rms_norm(base.norm, x), past_key_values=past_key_values)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(base.config._attn_implementation, eager)

@@ -112,3 +112,21 @@ def test_unsupported_models_are_left_alone(monkeypatch):
 
 def test_tiny_coder_runs_the_lean_forward(tiny_coder):
     assert tiny_coder.lean_forward == "" and getattr(tiny_coder.model.model, INSTALLED_ATTR)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_rotary_table_gives_the_modules_bits(family):
+    """The lean forward reads cos and sin from a table the rotary module made once: for any positions (one
+    row or a tree's, past the table's end, negative) they equal the module's own call bit for bit."""
+    model = _model(family)
+    base = model.model
+    x = torch.zeros(1, 1, model.config.hidden_size)
+    gen = torch.Generator().manual_seed(0)
+    limit = model.config.max_position_embeddings
+    cases = [torch.randint(0, limit, (1, n), generator=gen) for n in (1, 1, 5, 17, 64)]
+    cases += [torch.tensor([[limit - 1, limit, limit + 7]]), torch.tensor([[3, -1]])]
+    with torch.inference_mode():
+        for pos in cases:
+            want, got = base.rotary_emb(x, position_ids=pos), lean_forward._rotary(base, x, pos)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert base.rotary_emb._fastcoder_table  # the table was made and served the in-range cases

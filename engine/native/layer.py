@@ -58,7 +58,8 @@ class FusedPlan:
 
     def current(self) -> bool:
         """Whether the weights are still those the panels were packed from (and the norms where they were)."""
-        return (all(lin.weight._version == lin._pack_version for lin in self.linears)
+        # _parameters, not .weight: nn.Module.__getattr__ cost ~35 us a forward over 43 layers
+        return (all(lin._parameters["weight"]._version == lin._pack_version for lin in self.linears)
                 and all(a.data_ptr() == p[0] and b.data_ptr() == p[1] for (a, b), p in zip(self.norms, self.layers)))
 
 
