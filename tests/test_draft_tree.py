@@ -136,6 +136,24 @@ def test_cache_is_searched_first_only_once_it_holds_l_sequences():
     assert tree.tokens[:4].tolist() == [6, 7, 42] or tree.longest_match([6, 7, 42]) == 3
 
 
+def test_datastores_are_searched_only_when_neither_cache_nor_context_copy_has_a_continuation():
+    """Alg. 1 with the context copy as a per-document source beside the cache: a context that repeats itself
+    gets its draft from the copy without a datastore search; one that does not is searched;
+    ``retrieve_beside_copy`` restores the search beside a copy."""
+    repeating = np.array([4, 5, 9, 9, 4, 5])  # "4 5" occurred before, followed by "9 9"
+    fresh = np.array([1, 2, 3, 4, 5])
+    for beside, want_calls in ((False, 1), (True, 2)):
+        repo = FakeStore()
+        d = FastCoderDrafter(repo, None, None,
+                             options=FastCoderOptions(use_strategy=False, use_cache=False, use_history=False,
+                                                      retrieve_beside_copy=beside))
+        d.reset(repeating[:1])
+        assert d.propose(repeating).longest_match([9, 9]) == 2  # the copy's draft either way
+        d.reset(fresh[:1])
+        assert d.propose(fresh).tokens.tolist() == [6, 7]  # no copy: D_r's continuation
+        assert repo.calls == want_calls
+
+
 def test_cache_records_model_output_every_chunk():
     cache = FastCoderCache()
     d = FastCoderDrafter(None, None, None, cache=cache, options=FastCoderOptions(output_chunk=20))

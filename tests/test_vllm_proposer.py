@@ -211,8 +211,10 @@ class Exploding:
 
 
 def test_errors_never_reach_the_engine(corpus, caplog):
-    proposer = FastCoderProposer(None, ProposerConfig(tokenizer=""), datastores={"X": Exploding()},
-                                 common=Exploding(), num_speculative_tokens=4)
+    # searched at every step (a copy from the context would otherwise spare the datastores)
+    config = ProposerConfig(tokenizer="", options={"retrieve_beside_copy": True})
+    proposer = FastCoderProposer(None, config, datastores={"X": Exploding()}, common=Exploding(),
+                                 num_speculative_tokens=4)
     runner = FakeRunner(proposer)
     target, plen = target_slice(corpus.ids[0])
     runner.add("r0", target, plen, {REPO_ARG: "X"})
