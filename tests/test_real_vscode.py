@@ -286,7 +286,19 @@ class Workbench:
         except Exception as e:  # TimeoutException: say what was awaited, and keep a screenshot
             shot = self.screenshot("timeout")
             raise AssertionError(f"timed out after {timeout} s waiting for {what} (screenshot {shot}); "
-                                 f"status bar: {self.status_text()!r}; ghost: {self.ghost()!r}") from e
+                                 f"status bar: {self.status_text()!r}; ghost: {self.ghost()!r}; "
+                                 f"extension log tail:\n{self.extension_log_tail()}") from e
+
+    def extension_log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the extension's log (``logs/*/exthost*/fastcoder.fastcoder/fastcoder.log``:
+        server start, restarts, readiness, the server's stderr), for a failure message; "" when code-server
+        wrote none. Never raises."""
+        try:
+            logs = sorted(self.user_data.glob("logs/**/*astcoder*.log"), key=lambda f: f.stat().st_mtime)
+            return "\n".join(f"== {f.name}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-lines:])
+                             for f in logs[-2:])[-6000:]
+        except OSError as err:
+            return f"(unreadable: {err})"
 
     def screenshot(self, name: str) -> Path:
         path = self.tmp / f"{name}.png"
@@ -661,6 +673,18 @@ def test_max_new_tokens_setting_takes_effect(wb):
     data = json.loads(wb.settings_path.read_text())
     data["fastcoder.maxNewTokens"] = MAX_NEW_TOKENS
     wb.settings_path.write_text(json.dumps(data, indent=2))
+
+
+def test_a_timeout_message_carries_the_extension_log(wb):
+    """When a wait times out, the failure says what the server went through: the message ends with the tail
+    of the extension's log (server start, restarts, model and index readiness, the server's stderr), so a
+    failure seen once in CI can be read afterwards."""
+    wb.open_file(f"{THIRD_PARTY}/{FILE}")
+    wb.wait(lambda: READY.search(wb.status_text() or ""), 180, "status bar ready", poll=0.2)
+    with pytest.raises(AssertionError) as failed:
+        wb.wait(lambda: False, 0.2, "nothing")
+    message = str(failed.value)
+    assert "extension log tail:" in message and "starting fastcoder-lsp" in message, message[-2000:]
 
 
 def test_every_process_stopped(wb):
