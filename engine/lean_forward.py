@@ -81,7 +81,7 @@ def _rotary(base, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Te
     """``base.rotary_emb(x, position_ids)``: cos and sin (1, rows, head_dim) in ``x``'s dtype, read from a
     table of every position the model takes, made once by that same module (default RoPE only: its values
     depend on the position alone, each an elementwise function of ``position x inv_freq``, so the table holds
-    the very bits a call computes). The module's ~8 torch operations cost ~40 us a forward; the lookup ~10.
+    the very bits a call computes). The module's ~8 torch operations cost ~40 us a forward; the lookup ~24.
     Other RoPE types, devices and dtypes call the module."""
     rope = base.rotary_emb
     table = getattr(rope, "_fastcoder_table", None)

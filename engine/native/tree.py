@@ -37,7 +37,7 @@ class _NativeScratch:
         self.share_edges = np.asarray(SHARE_EDGES, dtype=np.float64)
         self.match_edges = np.asarray(MATCH_EDGES, dtype=np.int64)
         self.fits = (rows, width, parts, table)
-        self.table_of = (None, -1)  # (the curve's cached table, m) whose c(0..m) self.table holds
+        self.curve_table = None  # the curve's own cached table that ia[25] points at (None: self.table)
         self.estimator = None  # the estimator whose counts' addresses ia holds
         a = lambda arr: arr.ctypes.data  # noqa: E731
         self.ia = np.zeros(35, dtype=np.int64)
@@ -55,7 +55,6 @@ class _NativeScratch:
         self.parts = np.zeros(parts * 10, dtype=np.int64)  # fc_build_sized_parts: 10 fields per source
         self.weights = np.zeros(parts, dtype=np.float64)
         self.parts_args = (a(self.parts), a(self.weights))
-        self.full_table = None  # the curve's cached table whose address ia[25] holds for build_sized_parts
 
     def use_estimator(self, estimator: AcceptanceEstimator) -> bool:
         """Point the arguments at ``estimator``'s Beta counts; False when they are not float64 C-contiguous
@@ -121,22 +120,28 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
         at += k
         part_ints[0, j], part_ints[1, j] = bit, length
         part_floats[0, j], part_floats[1, j] = part_weight, total
-    if sc.full_table is not None:  # build_sized_parts pointed ia at a curve's own table
-        sc.ia[25], sc.full_table, sc.table_of = sc.table.ctypes.data, None, (None, -1)
-    upto = getattr(cost, "upto", None)
-    if upto is None:
-        sc.table[:m + 1] = cost.c(np.arange(m + 1))
-        sc.table_of = (None, -1)
-    else:
-        table = upto(m)  # a view of the curve's cached table: copied again only when that table or m changed
-        if sc.table_of[0] is not table.base or sc.table_of[1] != m or table.base is None:
-            sc.table[:m + 1] = table
-            sc.table_of = (table.base, m)
+    _point_table(sc, cost, m)
     ia = sc.ia
-    ia[0], ia[1], ia[5], ia[24], ia[26] = n_rows, width, n_parts, budget, m + 1
+    ia[0], ia[1], ia[5], ia[24] = n_rows, width, n_parts, budget
     sc.da[4] = min_prob
     kept = lib.fc_build_sized_packed(*sc.args)
     return _tree_from(sc, kept)
+
+
+def _point_table(sc: _NativeScratch, cost, m: int) -> None:
+    """Point the builder's c(0), c(1), ... argument (``ia[25]``, its length ``ia[26]``) at a table holding at
+    least c(0..m): the curve's own cached table (:meth:`engine.cost_model.VerifyCost.upto`, the same values
+    as ``cost.c``) where it has one, re-pointed only when that table changes; else ``sc.table`` filled from
+    ``cost.c`` (``m`` < ``sc.fits[3]``)."""
+    upto = getattr(cost, "upto", None)
+    if upto is None:
+        sc.table[:m + 1] = cost.c(np.arange(m + 1))
+        sc.ia[25], sc.ia[26], sc.curve_table = sc.table.ctypes.data, m + 1, None
+        return
+    view = upto(m)
+    table = view.base if view.base is not None else view
+    if sc.curve_table is not table:
+        sc.ia[25], sc.ia[26], sc.curve_table = table.ctypes.data, len(table), table
 
 
 def _tree_from(sc: _NativeScratch, kept: int) -> DraftTree | None:
@@ -204,12 +209,7 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
         weights.append(c.weight)
     sc.parts[:len(fields)] = fields
     sc.weights[:n_parts] = weights
-    table = upto(budget)
-    full = table.base if table.base is not None else table
-    if sc.full_table is not full:
-        sc.ia[25], sc.ia[26] = full.ctypes.data, len(full)
-        sc.full_table = full
-        sc.table_of = (None, -1)  # build_sized_native copies its table into sc.table again
+    _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
     ia = sc.ia
     ia[24] = budget
     sc.da[4] = min_prob
