@@ -8,10 +8,11 @@
  *
  * The weight (N x K, row-major as nn.Linear keeps it) is packed once into panels of 16 output features:
  * panel j holds K rows of 16 floats, panels[(j * K + k) * 16 + c] = W[j * 16 + c][k] (zero past N). A
- * micro-kernel keeps up to 6 rows x 16 outputs in 12 AVX2 registers and walks k, one fused multiply-add
- * per (row, output, k) in order k = 0 .. K-1. Every output is therefore the same FMA chain whatever the
- * number of rows or the blocking: a row's result does not depend on how many rows share the call (a plain
- * decode step and the same token inside a verified tree get the same bits out of every linear layer).
+ * micro-kernel keeps up to 6 rows x 16 outputs in 12 AVX2 registers (kern7: 7 rows in 14) and walks k,
+ * one fused multiply-add per (row, output, k) in order k = 0 .. K-1. Every output is therefore the same FMA
+ * chain whatever the number of rows or the blocking: a row's result does not depend on how many rows share
+ * the call (a plain decode step and the same token inside a verified tree get the same bits out of every
+ * linear layer).
  *
  * x86-64 with AVX2 and FMA only (checked at run time by fc_gemm_supported); elsewhere the functions are
  * stubs and fc_gemm_supported() returns 0.
@@ -81,6 +82,39 @@ KERNEL(4)
 KERNEL(5)
 KERNEL(6)
 
+/* Seven rows x one panel in one pass: 14 accumulators and one broadcast register (AVX2 has 16), with the
+   weights as the FMAs' memory operands. Written in C, the compiler loads both weight halves into registers
+   and spills accumulators; the inline assembly keeps them in place. A 7-row product (the pending token and a
+   6-node tree) used to take a 6-row pass plus a 1-row pass over the weights: tiny-py-coder's 43 products at
+   7 rows 2.6-2.8 -> 2.3 ms (benchmarks/measure_gemm.py --cold, interleaved). Each output's FMA chain is the
+   same as in kern1: the same bits. */
+#define FMA_MEM(acc, b, mem) \
+    __asm__("vfmadd231ps %[w], %[x], %[a]" : [a] "+x"(acc) : [x] "x"(b), [w] "m"(*(const __m256_u *)(mem)))
+static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy,
+                      int64_t cols) {
+    __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0;
+    __m256 h0 = l0, h1 = l0, h2 = l0, h3 = l0, h4 = l0, h5 = l0, h6 = l0;
+    for (int64_t kk = 0; kk < k; kk++) {
+        const float *w = wp + kk * NR;
+        _mm_prefetch((const char *)(w + PF * NR), _MM_HINT_T0);
+        __m256 b;
+        b = _mm256_broadcast_ss(x + kk);           FMA_MEM(l0, b, w); FMA_MEM(h0, b, w + 8);
+        b = _mm256_broadcast_ss(x + ldx + kk);     FMA_MEM(l1, b, w); FMA_MEM(h1, b, w + 8);
+        b = _mm256_broadcast_ss(x + 2 * ldx + kk); FMA_MEM(l2, b, w); FMA_MEM(h2, b, w + 8);
+        b = _mm256_broadcast_ss(x + 3 * ldx + kk); FMA_MEM(l3, b, w); FMA_MEM(h3, b, w + 8);
+        b = _mm256_broadcast_ss(x + 4 * ldx + kk); FMA_MEM(l4, b, w); FMA_MEM(h4, b, w + 8);
+        b = _mm256_broadcast_ss(x + 5 * ldx + kk); FMA_MEM(l5, b, w); FMA_MEM(h5, b, w + 8);
+        b = _mm256_broadcast_ss(x + 6 * ldx + kk); FMA_MEM(l6, b, w); FMA_MEM(h6, b, w + 8);
+    }
+    store_panel(y, l0, h0, cols);
+    store_panel(y + ldy, l1, h1, cols);
+    store_panel(y + 2 * ldy, l2, h2, cols);
+    store_panel(y + 3 * ldy, l3, h3, cols);
+    store_panel(y + 4 * ldy, l4, h4, cols);
+    store_panel(y + 5 * ldy, l5, h5, cols);
+    store_panel(y + 6 * ldy, l6, h6, cols);
+}
+
 /* One row, four full panels at once: eight independent FMA chains (one row alone has two, and an FMA's
    latency would leave the units idle); each output's chain is the same as in kern1. */
 static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
@@ -127,7 +161,7 @@ static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k,
     for (int i = 0; i < 4; i++) _mm256_storeu_ps(y + ldy + i * 8, a[4 + i]);
 }
 
-/* Rows [r0, r0 + mr) (mr <= 6) times panels [j0, j1); one row takes 4 full panels at once, two rows 2. */
+/* Rows [r0, r0 + mr) (mr <= 7) times panels [j0, j1); one row takes 4 full panels at once, two rows 2. */
 static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
                             float *y, int64_t j0, int64_t j1) {
     int64_t full = n / NR, j = j0;
@@ -146,7 +180,8 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
         case 3: kern3(px, k, pw, k, py + j * NR, n, cols); break;
         case 4: kern4(px, k, pw, k, py + j * NR, n, cols); break;
         case 5: kern5(px, k, pw, k, py + j * NR, n, cols); break;
-        default: kern6(px, k, pw, k, py + j * NR, n, cols); break;
+        case 6: kern6(px, k, pw, k, py + j * NR, n, cols); break;
+        default: kern7(px, k, pw, k, py + j * NR, n, cols); break;
         }
     }
 }
@@ -161,22 +196,23 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
 #define PANEL_GROUP 4
 #endif
 
-/* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack. Up to 6 rows: one register
+/* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack. Up to 7 rows: one register
    block streams every panel (one row takes 4 panels at once). More rows: panels outermost, in groups of
    PANEL_GROUP; each group is read from memory once by the first 6-row block and found in L2 by the others
-   and by the 1-5 rows left. (Rows outermost read every weight again for each block: a 7th row cost as
+   and by the 2-5 rows left, a single row left joining the last block (6 + 1 -> 7: 13 rows 3.9-4.1 -> 3.7-3.8
+   ms). Blocks of 7, or as even as possible, were slower at 8 and 14 rows (4 + 4: 3.13-3.18 -> 3.39-3.56 ms). (Rows outermost read every weight again for each block: a 7th row cost as
    much as a 2nd weight pass.) The blocking changes no output's FMA chain, so results are the same bits. */
 void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
     if (m <= 0 || n <= 0)
         return;
     int64_t panels = (n + NR - 1) / NR;
-    if (m <= 6) {
+    if (m <= 7) {
         rows_panels(x, 0, m, k, wp, n, y, 0, panels);
         return;
     }
     for (int64_t j0 = 0; j0 < panels; j0 += PANEL_GROUP) {
         int64_t j1 = j0 + PANEL_GROUP < panels ? j0 + PANEL_GROUP : panels, r0 = 0;
-        for (; r0 + 6 <= m; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
+        for (; m - r0 >= 6 && m - r0 != 7; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
         if (r0 < m)
             rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1);
     }
