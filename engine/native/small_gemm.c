@@ -116,31 +116,39 @@ static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, f
 }
 
 /* One row, four full panels at once: eight independent FMA chains (one row alone has two, and an FMA's
-   latency would leave the units idle); each output's chain is the same as in kern1. */
+   latency would leave the units idle); each output's chain is the same as in kern1. Named accumulators, not
+   an array: GCC -O2 kept an a[8] array's accumulators on the stack and stored them at every k step (in this
+   kernel and kern2x2; objdump). Without the stores the 43 products of tiny-py-coder took 6-10% less at 1
+   row and 13-20% less at 2 rows, weights warm or evicted (benchmarks/measure_gemm.py, interleaved). */
 static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
-    __m256 a[8];
-    for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *p2 = wp + 2 * k * NR, *p3 = wp + 3 * k * NR;
     for (int64_t kk = 0; kk < k; kk++) {
         __m256 xb = _mm256_broadcast_ss(x + kk);
-        a[0] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p0 + kk * NR), a[0]);
-        a[1] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p0 + kk * NR + 8), a[1]);
-        a[2] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p1 + kk * NR), a[2]);
-        a[3] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p1 + kk * NR + 8), a[3]);
-        a[4] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p2 + kk * NR), a[4]);
-        a[5] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p2 + kk * NR + 8), a[5]);
-        a[6] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p3 + kk * NR), a[6]);
-        a[7] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p3 + kk * NR + 8), a[7]);
+        a0 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p0 + kk * NR), a0);
+        a1 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p0 + kk * NR + 8), a1);
+        a2 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p1 + kk * NR), a2);
+        a3 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p1 + kk * NR + 8), a3);
+        a4 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p2 + kk * NR), a4);
+        a5 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p2 + kk * NR + 8), a5);
+        a6 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p3 + kk * NR), a6);
+        a7 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p3 + kk * NR + 8), a7);
     }
-    for (int i = 0; i < 8; i++) _mm256_storeu_ps(y + i * 8, a[i]);
+    _mm256_storeu_ps(y, a0);
+    _mm256_storeu_ps(y + 8, a1);
+    _mm256_storeu_ps(y + 16, a2);
+    _mm256_storeu_ps(y + 24, a3);
+    _mm256_storeu_ps(y + 32, a4);
+    _mm256_storeu_ps(y + 40, a5);
+    _mm256_storeu_ps(y + 48, a6);
+    _mm256_storeu_ps(y + 56, a7);
 }
 
 /* Two rows, two full panels at once: eight independent FMA chains (two rows of one panel have four, and
    leave the FMA units waiting on latency: 2 rows cost 1.5x one row, 6 rows 1.8x); each output's chain is
    the same as in kern2. */
 static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy) {
-    __m256 a[8];
-    for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *x0 = x, *x1 = x + ldx;
     for (int64_t kk = 0; kk < k; kk++) {
         _mm_prefetch((const char *)(p0 + (kk + PF) * NR), _MM_HINT_T0);
@@ -148,17 +156,23 @@ static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k,
         __m256 w0 = _mm256_loadu_ps(p0 + kk * NR), w1 = _mm256_loadu_ps(p0 + kk * NR + 8);
         __m256 w2 = _mm256_loadu_ps(p1 + kk * NR), w3 = _mm256_loadu_ps(p1 + kk * NR + 8);
         __m256 b0 = _mm256_broadcast_ss(x0 + kk), b1 = _mm256_broadcast_ss(x1 + kk);
-        a[0] = _mm256_fmadd_ps(b0, w0, a[0]);
-        a[1] = _mm256_fmadd_ps(b0, w1, a[1]);
-        a[2] = _mm256_fmadd_ps(b0, w2, a[2]);
-        a[3] = _mm256_fmadd_ps(b0, w3, a[3]);
-        a[4] = _mm256_fmadd_ps(b1, w0, a[4]);
-        a[5] = _mm256_fmadd_ps(b1, w1, a[5]);
-        a[6] = _mm256_fmadd_ps(b1, w2, a[6]);
-        a[7] = _mm256_fmadd_ps(b1, w3, a[7]);
+        a0 = _mm256_fmadd_ps(b0, w0, a0);
+        a1 = _mm256_fmadd_ps(b0, w1, a1);
+        a2 = _mm256_fmadd_ps(b0, w2, a2);
+        a3 = _mm256_fmadd_ps(b0, w3, a3);
+        a4 = _mm256_fmadd_ps(b1, w0, a4);
+        a5 = _mm256_fmadd_ps(b1, w1, a5);
+        a6 = _mm256_fmadd_ps(b1, w2, a6);
+        a7 = _mm256_fmadd_ps(b1, w3, a7);
     }
-    for (int i = 0; i < 4; i++) _mm256_storeu_ps(y + i * 8, a[i]);
-    for (int i = 0; i < 4; i++) _mm256_storeu_ps(y + ldy + i * 8, a[4 + i]);
+    _mm256_storeu_ps(y, a0);
+    _mm256_storeu_ps(y + 8, a1);
+    _mm256_storeu_ps(y + 16, a2);
+    _mm256_storeu_ps(y + 24, a3);
+    _mm256_storeu_ps(y + ldy, a4);
+    _mm256_storeu_ps(y + ldy + 8, a5);
+    _mm256_storeu_ps(y + ldy + 16, a6);
+    _mm256_storeu_ps(y + ldy + 24, a7);
 }
 
 /* Rows [r0, r0 + mr) (mr <= 7) times panels [j0, j1); one row takes 4 full panels at once, two rows 2. */
