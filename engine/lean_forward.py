@@ -103,27 +103,28 @@ def _rotary(base, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Te
         return rope(x, position_ids=position_ids)
 
 
-def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask) -> bool:
+def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask
+           ) -> torch.Tensor | None:
     """Run every decoder layer over ``x`` in place with the native fused layer (:mod:`engine.native.layer`)
     when this forward qualifies: few enough rows for the native kernels (the packed linear layers' and the
-    native attention's limits), a preallocated float32 KV cache, a mask the kernel takes. False: nothing was
-    done, the per-operation path runs."""
+    native attention's limits), a preallocated float32 KV cache, a mask the kernel takes. Returns the last
+    hidden state (the final norm of ``x``), or None: nothing was done, the per-operation path runs."""
     plan = _plan(base)
     if not plan or rows > plan.max_rows or x.dtype != torch.float32 or not x.is_contiguous():
-        return False
+        return None
     first = base.layers[0].self_attn
     if base.config._attn_implementation != NATIVE_ATTENTION or rows > getattr(first, ROWS_ATTR, 0) \
             or not plan.current():
-        return False
+        return None
     past = cache.get_seq_length()
     margs = native_layer.mask_args(mask, rows, past + rows)
     if margs is None or not native_layer.cache_ready(cache, len(plan.layers), rows):
-        return False
+        return None
     cos, sin = cos.contiguous(), sin.contiguous()
     if cos.dtype != torch.float32 or cos.shape[-1] != plan.head_dim:
-        return False
-    native_layer.run_layers(plan, x, cos, sin, cache, margs)
-    return True
+        return None
+    last = native_layer.run_layers(plan, x, cos, sin, cache, margs)
+    return last if last is not None else _rms_norm(base.norm, x)
 
 
 def why_not(model) -> str:
@@ -204,8 +205,9 @@ def install_lean_forward(model) -> str:
             if attention_mask is None and rows == 1 and mask is None:
                 one_row_unmasked[0] = True  # one row sees the whole cache: no mask (~40 us a step to learn it)
         cos, sin = _rotary(base, x, position_ids)
-        if _fused(base, rows, x, cos, sin, past_key_values, mask):
-            return BaseModelOutputWithPast(last_hidden_state=_rms_norm(base.norm, x), past_key_values=past_key_values)
+        last = _fused(base, rows, x, cos, sin, past_key_values, mask)
+        if last is not None:
+            return BaseModelOutputWithPast(last_hidden_state=last, past_key_values=past_key_values)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(base.config._attn_implementation, eager)
         shape = (1, rows, -1)
         for layer in base.layers[:base.config.num_hidden_layers]:

@@ -106,6 +106,34 @@ def test_a_weight_changed_after_packing_turns_the_fused_layer_off(monkeypatch):
     assert calls == []
 
 
+def test_the_final_norm_runs_in_the_same_call_and_a_new_norm_weight_turns_it_off(monkeypatch):
+    """The plan applies the model's final RMSNorm in C (row by row, as the layers' norms: the bit-for-bit tree test
+    above covers it); replacing that weight's storage after planning is noticed, and the per-operation forward
+    runs, with the new weight."""
+    model = _model(monkeypatch)
+    plan = fused_layer.plan_for(model.model)
+    assert plan is not None and plan.final is not None and plan.final[0] is model.model.norm
+    prompt, steps = _steps()
+    before = _run(model, prompt, steps)
+    calls = _count_fused(monkeypatch)
+    with torch.no_grad():
+        model.model.norm.weight = torch.nn.Parameter(model.model.norm.weight * 3)
+    after = _run(model, prompt, steps)
+    assert calls == []
+    assert not torch.allclose(before[-1], after[-1])
+
+
+def test_a_replaced_layer_norm_weight_turns_the_fused_layer_off(monkeypatch):
+    model = _model(monkeypatch)
+    _run(model, *_steps())  # planned with the original weights
+    calls = _count_fused(monkeypatch)
+    norm = model.model.layers[1].post_attention_layernorm
+    with torch.no_grad():
+        norm.weight = torch.nn.Parameter(norm.weight * 2)
+    _run(model, *_steps())
+    assert calls == []
+
+
 def test_the_verify_cost_key_says_whether_the_fused_layer_serves(monkeypatch):
     """c(n) measured with the fused layer is not the curve without it: the cache key tells them apart."""
     from engine.cost_model import cost_key  # noqa: PLC0415

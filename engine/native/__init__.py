@@ -94,6 +94,8 @@ def _configure(lib: ctypes.CDLL) -> None:
                                    i64, i64, i64, ptr, ptr,                       # heads, rotary
                                    ptr, ptr, i64, i64,                            # KV cache buffers
                                    ptr, cint, ptr, cint, f32]                     # mask, causal, scale
+    lib.fc_fused_forward.restype = cint  # every layer, then the final norm (native/layer.py)
+    lib.fc_fused_forward.argtypes = [ptr, ptr, i64, ptr, i64, i64, ptr, ptr, i64, ptr, cint, ptr, cint, ptr, dbl, ptr]
     lib.fc_sa_longest.restype = i64
     lib.fc_sa_longest.argtypes = [ptr, i64, ptr, i64, ctypes.c_int, ptr, ctypes.c_char_p, i64, i64, i64, i64, i64, i64,
                                   ptr]
