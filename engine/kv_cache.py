@@ -26,15 +26,46 @@ MIN_CAPACITY = 256
 class PreallocatedLayer(DynamicLayer):
     """A :class:`~transformers.cache_utils.DynamicLayer` backed by growable buffers (see the module docstring).
 
-    ``keys``/``values``: views ``(B, H_kv, S, D)`` of the buffers' first S positions; ``capacity``: positions
-    allocated (tokens). Behaves as DynamicLayer for ``update``, ``crop``, ``get_seq_length`` and ``reset``.
+    ``keys``/``values``: views ``(B, H_kv, S, D)`` of the buffers' first S positions, made when read (a forward
+    through the fused layer, a crop or a compaction only moves the fill mark: rebuilding the twelve views of a
+    6-layer cache cost ~23 us each time); ``capacity``: positions allocated (tokens). Behaves as DynamicLayer
+    for ``update``, ``crop``, ``get_seq_length`` and ``reset``.
     """
+
+    _kbuf = _vbuf = None  # class defaults: DynamicLayer.__init__ assigns keys/values before ours runs
+    _len = 0
 
     def __init__(self, capacity: int = 0):
         super().__init__()
         self._want = int(capacity)
         self._kbuf = self._vbuf = None
         self._len = 0
+
+    @property
+    def keys(self):
+        kbuf = self._kbuf
+        return self._keys if kbuf is None else kbuf[..., :self._len, :]
+
+    @keys.setter
+    def keys(self, value) -> None:
+        # DynamicLayer's assignments: None or an empty tensor before any buffer; a new tensor later
+        # (reorder_cache, offload) becomes the buffer, so reads and the next update see it
+        if self._kbuf is not None:
+            self._kbuf = value
+            if value is not None:
+                self._len = int(value.shape[-2])
+        self._keys = value
+
+    @property
+    def values(self):
+        vbuf = self._vbuf
+        return self._values if vbuf is None else vbuf[..., :self._len, :]
+
+    @values.setter
+    def values(self, value) -> None:
+        if self._vbuf is not None:
+            self._vbuf = value
+        self._values = value
 
     @property
     def capacity(self) -> int:
@@ -65,10 +96,6 @@ class PreallocatedLayer(DynamicLayer):
             vbuf[..., :self._len, :] = self._vbuf[..., :self._len, :]
         self._kbuf, self._vbuf = kbuf, vbuf
 
-    def _views(self) -> None:
-        self.keys = self._kbuf[..., :self._len, :]
-        self.values = self._vbuf[..., :self._len, :]
-
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``(B, H_kv, n, D)`` new keys/values after the filled part; returns the filled views."""
@@ -79,7 +106,6 @@ class PreallocatedLayer(DynamicLayer):
         self._kbuf[..., self._len:self._len + n, :] = key_states
         self._vbuf[..., self._len:self._len + n, :] = value_states
         self._len += n
-        self._views()
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -92,7 +118,6 @@ class PreallocatedLayer(DynamicLayer):
         if tokens_to_remove == 0 or not self.is_initialized or self._kbuf is None:
             return
         self._len = max(0, self._len + int(tokens_to_remove))
-        self._views()
 
     def reset(self) -> None:
         self._kbuf = self._vbuf = None
@@ -104,14 +129,12 @@ class PreallocatedLayer(DynamicLayer):
         if self._kbuf is not None:
             self._kbuf = self._kbuf.repeat_interleave(repeats, dim=0)
             self._vbuf = self._vbuf.repeat_interleave(repeats, dim=0)
-            self._views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the batch rows ``indices`` (as DynamicLayer), on the buffers so the views stay theirs."""
         if self._kbuf is not None:
             self._kbuf = self._kbuf[indices, ...]
             self._vbuf = self._vbuf[indices, ...]
-            self._views()
 
 
 def new_kv_cache(model, capacity: int = 0) -> DynamicCache:

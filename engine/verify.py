@@ -102,13 +102,17 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
     Returns:
         (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
     """
-    device = model_device(model)
+    weight = getattr(getattr(model, "lm_head", None), "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.is_floating_point():  # model.device/.dtype walk the parameters
+        device, dtype = weight.device, weight.dtype
+    else:
+        device, dtype = model.device, model.dtype
     k = len(prefix)
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
     if k == 0 and len(tree) == 0:  # one row: nothing to mask, its position follows the cache
         return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0]
     out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device, k),
-                attention_mask=tree.attention_mask(past_len, model.dtype, device, k),
+                attention_mask=tree.attention_mask(past_len, dtype, device, k),
                 past_key_values=cache, use_cache=True, logits_to_keep=1 + len(tree))
     return out.logits[0]
 

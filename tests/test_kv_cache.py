@@ -75,3 +75,26 @@ def test_batch_operations_act_on_the_buffers():
         assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
         mine.update(theirs.keys[..., :1, :], theirs.values[..., :1, :])  # later writes go to the selected rows
     assert mine.get_seq_length() == 4 and torch.equal(mine.keys[..., :3, :], theirs.keys)
+
+
+def test_views_follow_the_fill_mark_and_transformers_assignments_replace_the_buffer():
+    """keys/values are made when read: a crop or a moved fill mark shows at once, the views write through to the
+    buffers (compaction), and a tensor transformers assigns (reorder_cache, offload) is what later reads and updates
+    see, as with DynamicLayer."""
+    loaded = loaded_random("llama")
+    cache, ref = new_kv_cache(loaded.model), DynamicCache(config=loaded.model.config)
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with torch.inference_mode():
+        for c in (cache, ref):
+            loaded.model(input_ids=ids, past_key_values=c, use_cache=True)
+        layer = cache.layers[0]
+        layer._len = 2  # what the fused layer and crop do: move the mark
+        assert layer.keys.shape[-2] == 2 and layer.keys.data_ptr() == layer._kbuf.data_ptr()
+        layer._len = 3
+        layer.keys[..., 0, :] = 0.5  # a view: writes reach the buffer
+        assert torch.all(layer._kbuf[..., 0, :] == 0.5)
+        for c in (cache, ref):
+            c.layers[0].reorder_cache(torch.tensor([1, 0]))
+        assert torch.equal(layer.values, ref.layers[0].values) and layer.get_seq_length() == 3
+        layer.update(ref.layers[0].keys[..., :1, :], ref.layers[0].values[..., :1, :])
+        assert layer.get_seq_length() == 4 and torch.equal(layer.values[..., :3, :], ref.layers[0].values)

@@ -176,5 +176,4 @@ def run_layers(plan: FusedPlan, x: torch.Tensor, cos: torch.Tensor, sin: torch.T
         raise MemoryError("the fused decoder layer could not allocate its scratch memory")
     for layer in layers[:len(held)]:
         layer._len = past + m
-        layer._views()
     return out
