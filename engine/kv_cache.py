@@ -23,6 +23,29 @@ from transformers.cache_utils import DynamicLayer
 MIN_CAPACITY = 256
 
 
+class _FilledView:
+    """``PreallocatedLayer.keys``/``values``: the view ``(B, H_kv, S, D)`` of the buffer's first ``_len``
+    positions, made when read. Assignments are DynamicLayer's: None or an empty tensor before any buffer (kept
+    as is); a new tensor later (``reorder_cache``, ``offload``) becomes the buffer, so later reads and updates
+    see it."""
+
+    def __init__(self, buffer: str, held: str):
+        self.buffer, self.held = buffer, held
+
+    def __get__(self, layer, owner=None):
+        if layer is None:
+            return self
+        buf = getattr(layer, self.buffer)
+        return layer.__dict__.get(self.held) if buf is None else buf[..., :layer._len, :]
+
+    def __set__(self, layer, value) -> None:
+        if getattr(layer, self.buffer) is not None:
+            setattr(layer, self.buffer, value)
+            if value is not None:
+                layer._len = int(value.shape[-2])
+        layer.__dict__[self.held] = value
+
+
 class PreallocatedLayer(DynamicLayer):
     """A :class:`~transformers.cache_utils.DynamicLayer` backed by growable buffers (see the module docstring).
 
@@ -41,31 +64,8 @@ class PreallocatedLayer(DynamicLayer):
         self._kbuf = self._vbuf = None
         self._len = 0
 
-    @property
-    def keys(self):
-        kbuf = self._kbuf
-        return self._keys if kbuf is None else kbuf[..., :self._len, :]
-
-    @keys.setter
-    def keys(self, value) -> None:
-        # DynamicLayer's assignments: None or an empty tensor before any buffer; a new tensor later
-        # (reorder_cache, offload) becomes the buffer, so reads and the next update see it
-        if self._kbuf is not None:
-            self._kbuf = value
-            if value is not None:
-                self._len = int(value.shape[-2])
-        self._keys = value
-
-    @property
-    def values(self):
-        vbuf = self._vbuf
-        return self._values if vbuf is None else vbuf[..., :self._len, :]
-
-    @values.setter
-    def values(self, value) -> None:
-        if self._vbuf is not None:
-            self._vbuf = value
-        self._values = value
+    keys = _FilledView("_kbuf", "_keys")
+    values = _FilledView("_vbuf", "_values")
 
     @property
     def capacity(self) -> int:

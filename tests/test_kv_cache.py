@@ -49,6 +49,16 @@ def test_same_logits_as_dynamic_cache_through_decode_verify_compact_and_crop():
     assert held == pre.layers[0].capacity * pre.layers[0].keys[0, :, 0].numel() * 4 * 2
 
 
+def _two_batch_caches():
+    """Ours and transformers' DynamicCache after the same 2 x 3-token prefill of a random llama."""
+    loaded = loaded_random("llama")
+    cache, ref = new_kv_cache(loaded.model), DynamicCache(config=loaded.model.config)
+    with torch.inference_mode():
+        for c in (cache, ref):
+            loaded.model(input_ids=torch.tensor([[1, 2, 3], [4, 5, 6]]), past_key_values=c, use_cache=True)
+    return cache, ref
+
+
 def test_crop_to_nothing_and_reuse():
     loaded = loaded_random("llama")
     cache = new_kv_cache(loaded.model)
@@ -63,12 +73,9 @@ def test_crop_to_nothing_and_reuse():
 
 
 def test_batch_operations_act_on_the_buffers():
-    loaded = loaded_random("llama")
-    cache, ref = new_kv_cache(loaded.model), DynamicCache(config=loaded.model.config)
-    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    cache, ref = _two_batch_caches()
     with torch.inference_mode():
         for c in (cache, ref):
-            loaded.model(input_ids=ids, past_key_values=c, use_cache=True)
             c.layers[0].batch_repeat_interleave(2)
             c.layers[0].batch_select_indices(torch.tensor([3, 0]))
         mine, theirs = cache.layers[0], ref.layers[0]
@@ -81,12 +88,8 @@ def test_views_follow_the_fill_mark_and_transformers_assignments_replace_the_buf
     """keys/values are made when read: a crop or a moved fill mark shows at once, the views write through to the
     buffers (compaction), and a tensor transformers assigns (reorder_cache, offload) is what later reads and updates
     see, as with DynamicLayer."""
-    loaded = loaded_random("llama")
-    cache, ref = new_kv_cache(loaded.model), DynamicCache(config=loaded.model.config)
-    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    cache, ref = _two_batch_caches()
     with torch.inference_mode():
-        for c in (cache, ref):
-            loaded.model(input_ids=ids, past_key_values=c, use_cache=True)
         layer = cache.layers[0]
         layer._len = 2  # what the fused layer and crop do: move the mark
         assert layer.keys.shape[-2] == 2 and layer.keys.data_ptr() == layer._kbuf.data_ptr()
