@@ -42,6 +42,9 @@ from .draft_tree import SOURCE_CONTEXT, Candidates
 #: The C draft (engine/native/draft_tree.c, ``fc_suffix_draft``) serves settings within its fixed buffers.
 _NATIVE_MAX_CANDIDATES = 256
 _NATIVE_MAX_TOKENS = 64
+#: The count of a copy's one continuation (shared, read-only).
+_ONE_COUNT = np.ones(1)
+_ONE_COUNT.setflags(write=False)
 
 
 class SuffixMatchIndex:
@@ -122,7 +125,7 @@ class SuffixMatchIndex:
         n = len(toks)
         if n < 2:
             return [], [], 0
-        if self.max_candidates <= _NATIVE_MAX_CANDIDATES and self.max_tokens <= _NATIVE_MAX_TOKENS:
+        if self._native_ok():
             lib = native.library()
             if lib is not None:
                 return self._native_draft(lib)
@@ -169,21 +172,39 @@ class SuffixMatchIndex:
                             (seq.ctypes.data, out_tokens.ctypes.data, out_probs.ctypes.data, ctypes.addressof(match)))
         return self._native
 
+    def _native_run(self, lib) -> int:
+        """``fc_suffix_draft`` (engine/native/draft_tree.c) into the native buffers: the draft's length k (its
+        tokens and probabilities are the buffers' first k, the match length in the third buffer)."""
+        _, ptr = self._native_buffers()
+        return lib.fc_suffix_draft(ptr[0], len(self._list), self.max_candidates, self.max_depth, self.factor,
+                                   self.min_prob, self.max_tokens, ptr[1], ptr[2], ptr[3])
+
     def _native_draft(self, lib) -> tuple[list[int], list[float], int]:
-        """:meth:`draft` by ``fc_suffix_draft`` (engine/native/draft_tree.c): the same tokens, floats and m."""
-        (_, out_tokens, out_probs, match), ptr = self._native_buffers()
-        k = lib.fc_suffix_draft(ptr[0], len(self._list), self.max_candidates, self.max_depth, self.factor,
-                                self.min_prob, self.max_tokens, ptr[1], ptr[2], ptr[3])
+        """:meth:`draft` by ``fc_suffix_draft``: the same tokens, floats and m."""
+        k = self._native_run(lib)
         if k <= 0:
             return [], [], 0
+        _, out_tokens, out_probs, match = self._native[0]
         return out_tokens[:k].tolist(), out_probs[:k].tolist(), int(match.value)
 
+    def _native_ok(self) -> bool:
+        return (len(self._list) >= 2 and self.max_candidates <= _NATIVE_MAX_CANDIDATES
+                and self.max_tokens <= _NATIVE_MAX_TOKENS)
+
     def candidates(self, source: int = SOURCE_CONTEXT) -> Candidates | None:
-        """:meth:`draft` as one continuation for the draft tree (count 1, its match length), or None."""
+        """:meth:`draft` as one continuation for the draft tree ((1, k) int64 tokens, count 1, its match
+        length), or None. The C draft's tokens are copied straight from its buffer (no list round trip)."""
+        lib = native.library() if self._native_ok() else None
+        if lib is not None:
+            k = self._native_run(lib)
+            if k <= 0:
+                return None
+            _, out_tokens, _, match = self._native[0]
+            return Candidates(out_tokens[:k].reshape(1, k).copy(), _ONE_COUNT, 1.0, source, int(match.value))
         toks, _, m = self.draft()
         if not toks:
             return None
-        return Candidates(np.asarray([toks], dtype=np.int64), np.ones(1), 1.0, source, m)
+        return Candidates(np.asarray([toks], dtype=np.int64), _ONE_COUNT, 1.0, source, m)
 
 
 def _frequency_chain(rows: list[list[int]], cap: int, min_prob: float) -> tuple[list[int], list[float], float]:

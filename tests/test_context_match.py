@@ -168,7 +168,12 @@ def test_native_draft_equals_the_python_draft_bit_for_bit(monkeypatch, seq, chun
     for size in chunks:
         end = min(len(seq), end + size)
         idx.extend_to(np.asarray(seq[:end]))
-        assert idx.draft() == _python_draft(idx, monkeypatch)
+        toks, _, m = idx.draft()
+        assert (toks, _, m) == _python_draft(idx, monkeypatch)
+        cand = idx.candidates()  # read straight from the C draft's buffer: the same draft
+        assert (cand is None) == (not toks)
+        if cand is not None:
+            assert cand.tokens.tolist() == [toks] and cand.counts.tolist() == [1.0] and cand.match_length == m
 
 
 def test_native_draft_follows_a_sequence_past_its_first_buffer(monkeypatch):
