@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 
 import numpy as np
 import torch
@@ -68,7 +69,7 @@ class FusedPlan:
         for i, (n1, n2, eps, *lins, inter, heads, kv_heads, d, scale) in enumerate(self.layers):
             self.ia[i, :13] = [n1, n2, *lins, inter, heads, kv_heads, d]
             self.da[i] = eps, scale
-        self.buffers: list = [None] * len(layers)  # the cache buffers ia points at (kept: their addresses)
+        self.buffers: list = [None] * len(layers)  # weak references to the cache buffers ia points at
         self.args = (self.ia.ctypes.data, self.da.ctypes.data, len(layers))
         self.final = None  # (module, weight address, eps) of the final norm the C code applies (set_final_norm)
 
@@ -163,9 +164,9 @@ def run_layers(plan: FusedPlan, x: torch.Tensor, cos: torch.Tensor, sin: torch.T
     for i, layer in enumerate(layers[:len(held)]):
         kbuf, vbuf = layer._kbuf, layer._vbuf
         h = held[i]
-        if h is None or h[0] is not kbuf or h[1] is not vbuf:  # another cache, or grown: point at its buffers
+        if h is None or h[0]() is not kbuf or h[1]() is not vbuf:  # another cache, or grown: point at its buffers
             ia[i, 13], ia[i, 14], ia[i, 15] = kbuf.data_ptr(), vbuf.data_ptr(), kbuf.shape[2]
-            held[i] = (kbuf, vbuf)  # kept, so the addresses stay theirs
+            held[i] = (weakref.ref(kbuf), weakref.ref(vbuf))  # not kept alive: a freed cache is not held
     final = plan.final
     out = torch.empty_like(x) if final is not None else None
     rc = plan.lib.fc_fused_forward(*plan.args, x.data_ptr(), m, hidden, cos.data_ptr(), sin.data_ptr(), past, mptr,
