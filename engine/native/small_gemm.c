@@ -86,8 +86,8 @@ KERNEL(6)
    weights as the FMAs' memory operands. Written in C, the compiler loads both weight halves into registers
    and spills accumulators; the inline assembly keeps them in place. A 7-row product (the pending token and a
    6-node tree) used to take a 6-row pass plus a 1-row pass over the weights: tiny-py-coder's 43 products at
-   7 rows 2.6-2.8 -> 2.3 ms (benchmarks/measure_gemm.py --cold, interleaved). Each output's FMA chain is the
-   same as in kern1: the same bits. */
+   7 rows 2.72 -> 2.52 ms, 2.97 -> 2.81 and 3.24 -> 2.90 on a loaded machine (benchmarks/measure_gemm.py
+   --cold, interleaved). Each output's FMA chain is the same as in kern1: the same bits. */
 #define FMA_MEM(acc, b, mem) \
     __asm__("vfmadd231ps %[w], %[x], %[a]" : [a] "+x"(acc) : [x] "x"(b), [w] "m"(*(const __m256_u *)(mem)))
 static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy,
