@@ -41,8 +41,8 @@ from .native_attention import ROWS_ATTR
 
 #: Model types whose decoder layers have exactly the structure the lean forward replays.
 SUPPORTED = ("llama", "qwen2")
-#: RMSNorm classes whose arithmetic :func:`_rms_norm` reproduces bit for bit.
-NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm")
+#: RMSNorm classes whose arithmetic :func:`_rms_norm` reproduces bit for bit (the fused layer's too).
+NORMS = native_layer.RMS_NORMS
 #: Set on the inner model when installed (tests and status read it).
 INSTALLED_ATTR = "_fastcoder_lean_forward"
 

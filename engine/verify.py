@@ -87,6 +87,13 @@ def model_device(model) -> torch.device:
     return weight.device if isinstance(weight, torch.Tensor) else model.device
 
 
+def model_dtype(model) -> torch.dtype:
+    """The dtype of ``model``'s LM head when it is a floating-point one, else ``model.dtype`` (which walks every
+    parameter: ~8 us a call)."""
+    weight = getattr(getattr(model, "lm_head", None), "weight", None)
+    return weight.dtype if isinstance(weight, torch.Tensor) and weight.is_floating_point() else model.dtype
+
+
 def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
                  prefix: Sequence[int] = ()) -> torch.Tensor:
     """Run ``prefix + [pending] + tree.tokens`` through the model in one pass with tree attention.
@@ -102,17 +109,13 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
     Returns:
         (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
     """
-    weight = getattr(getattr(model, "lm_head", None), "weight", None)
-    if isinstance(weight, torch.Tensor) and weight.is_floating_point():  # model.device/.dtype walk the parameters
-        device, dtype = weight.device, weight.dtype
-    else:
-        device, dtype = model.device, model.dtype
+    device = model_device(model)
     k = len(prefix)
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
     if k == 0 and len(tree) == 0:  # one row: nothing to mask, its position follows the cache
         return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0]
     out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device, k),
-                attention_mask=tree.attention_mask(past_len, dtype, device, k),
+                attention_mask=tree.attention_mask(past_len, model_dtype(model), device, k),
                 past_key_values=cache, use_cache=True, logits_to_keep=1 + len(tree))
     return out.logits[0]
 

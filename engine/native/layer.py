@@ -20,8 +20,9 @@ from . import library
 #: Environment variable: ``0`` keeps the per-operation lean forward.
 FUSED_ENV = "FASTCODER_FUSED_LAYER"
 _SILU = ("SiLU", "SiLUActivation")
-#: Final-norm classes the C code applies (LlamaRMSNorm arithmetic; engine.lean_forward.NORMS).
-_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm")
+#: RMSNorm classes with LlamaRMSNorm's arithmetic: the C code applies them (the layers' and the final norm), and
+#: :func:`engine.lean_forward._rms_norm` reproduces them (``engine.lean_forward.NORMS``).
+RMS_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm")
 
 
 def fused_library():
@@ -78,7 +79,7 @@ class FusedPlan:
         contiguous CPU vector. ``final``: (the module, its weight's address, eps)."""
         w = getattr(norm, "weight", None)
         eps = getattr(norm, "variance_epsilon", None)
-        if (type(norm).__name__ in _NORMS and isinstance(w, torch.Tensor) and w.dtype == torch.float32
+        if (type(norm).__name__ in RMS_NORMS and isinstance(w, torch.Tensor) and w.dtype == torch.float32
                 and w.dim() == 1 and w.is_contiguous() and w.device.type == "cpu" and eps is not None):
             self.final = (norm, w.data_ptr(), float(eps))
 

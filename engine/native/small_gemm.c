@@ -214,8 +214,9 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
    block streams every panel (one row takes 4 panels at once). More rows: panels outermost, in groups of
    PANEL_GROUP; each group is read from memory once by the first 6-row block and found in L2 by the others
    and by the 2-5 rows left, a single row left joining the last block (6 + 1 -> 7: 13 rows 3.9-4.1 -> 3.7-3.8
-   ms). Blocks of 7, or as even as possible, were slower at 8 and 14 rows (4 + 4: 3.13-3.18 -> 3.39-3.56 ms). (Rows outermost read every weight again for each block: a 7th row cost as
-   much as a 2nd weight pass.) The blocking changes no output's FMA chain, so results are the same bits. */
+   ms). Blocks of 7, or as even as possible, were slower at 8 and 14 rows (4 + 4: 3.13-3.18 -> 3.39-3.56 ms).
+   (Rows outermost read every weight again for each block: a 7th row cost as much as a 2nd weight pass.) The
+   blocking changes no output's FMA chain, so results are the same bits. */
 void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
     if (m <= 0 || n <= 0)
         return;
