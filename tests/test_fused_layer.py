@@ -19,10 +19,18 @@ from tests.conftest import chain_in_tree_logits, random_model
 pytestmark = pytest.mark.skipif(fused_layer.fused_library() is None, reason="no native kernels on this machine")
 
 
-def _model(monkeypatch, family: str = "llama", max_rows: int = 16):
+def _model(monkeypatch, family: str = "llama", max_rows: int = 16, intermediate: int | None = None):
     """A random model with norm weights that are not all ones, native-packed weights, the native attention
-    (``max_rows`` query rows) and the lean forward: the stack the decoder runs on a CPU."""
+    (``max_rows`` query rows) and the lean forward: the stack the decoder runs on a CPU. ``intermediate``: an
+    MLP width other than the random model's 128."""
     model = lean_model(family)
+    if intermediate is not None:
+        from transformers import LlamaForCausalLM  # noqa: PLC0415
+
+        config = model.config
+        config.intermediate_size = intermediate
+        torch.manual_seed(1)
+        model = LlamaForCausalLM(config).eval()
     pack_linear_weights(model, budget_bytes=2**30, kernel="native")
     monkeypatch.setattr(native_attention, "_probe_forwards", lambda m, report: max_rows)  # whatever the timing
     assert native_attention.install_native_attention(model).installed
@@ -67,6 +75,22 @@ def test_tree_logits_equal_sequential_decoding_bit_for_bit(monkeypatch):
     assert calls == [7] + [1] * 6
     for i, row in enumerate([0, 1, 3, 4, 5, 6]):
         assert torch.equal(tree[row], seq[i]), i
+
+
+def test_an_mlp_width_that_is_not_a_multiple_of_eight_keeps_both_properties(monkeypatch):
+    """SiLU runs 8 values at a time; the last values of a 100-wide row go through the same lanes from a padded
+    copy. Up to rounding against the per-operation forward, and bit for bit between a tree and its chain."""
+    model = _model(monkeypatch, intermediate=100)
+    assert fused_layer.plan_for(model.model) is not None
+    prompt, steps = _steps()
+    fused = _run(model, prompt, steps)
+    tree, seq = chain_in_tree_logits(model)
+    for i, row in enumerate([0, 1, 3, 4, 5, 6]):
+        assert torch.equal(tree[row], seq[i]), i
+    monkeypatch.setenv(fused_layer.FUSED_ENV, "0")
+    setattr(model.model, lean_forward.PLAN_ATTR, None)
+    for a, b in zip(fused, _run(model, prompt, steps)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_it_steps_aside_for_more_rows_than_the_kernels_take(monkeypatch):

@@ -38,7 +38,9 @@ SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c"
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 NATIVE_ENV = "FASTCODER_NATIVE"
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
-FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c")
+FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h")
+#: Headers the sources include (part of the library's version, not compiled on their own).
+HEADERS = ("simd_math.h",)
 
 _state: dict[str, object] = {}
 
@@ -146,7 +148,7 @@ def _digest(names) -> str:
 
 
 def _load() -> ctypes.CDLL | None:
-    _state["version"] = version_hash = _digest(SOURCES)
+    _state["version"] = version_hash = _digest(SOURCES + HEADERS)
     _state["forward_version"] = _digest(FORWARD_SOURCES)
     out = cache_dir() / version_hash / "libfastcoder_native.so"
     if not out.exists():
