@@ -40,3 +40,21 @@ def test_fastcoder_command_lists_engine_and_server_commands():
     engine_only = subprocess.run([sys.executable, "-c", "import sys, engine.cli; "
                                   "print('lsp_server' in sys.modules)"], cwd=ROOT, capture_output=True, text=True)
     assert engine_only.stdout.strip() == "False"
+
+
+def test_a_wheel_carries_the_native_kernels_sources():
+    """The native kernels compile from their C sources on first use: a regular (not editable) install must ship
+    every source and header the build reads, or it silently runs the slower Python and torch code."""
+    import fnmatch  # noqa: PLC0415
+
+    import pytest  # noqa: PLC0415
+
+    from engine import native  # noqa: PLC0415
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    shipped = patterns.get("engine.native", [])
+    needed = (*native.SOURCES, *native.HEADERS)
+    assert all((ROOT / "engine" / "native" / name).exists() for name in needed)
+    assert [n for n in needed if not any(fnmatch.fnmatch(n, p) for p in shipped)] == []
