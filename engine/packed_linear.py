@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -96,6 +97,13 @@ def mkl_packing_available() -> bool:
         return False
 
 
+def _repacked(mod) -> bool:
+    """Whether ``mod``'s weight is not the one its packed copy was made from: another Parameter (assigned
+    since), or the same one changed in place (its version counter moved)."""
+    weight = mod._parameters["weight"]
+    return weight is not mod._pack_ref() or weight._version != mod._pack_version
+
+
 class PackedLinear(torch.nn.Linear):
     """An ``nn.Linear`` (same parameters, same ``state_dict``) whose products over >= 2 rows use a packed
     copy of its weight (``_pack``: MKL's opaque float32 buffer). One row, gradients, a weight changed
@@ -103,11 +111,12 @@ class PackedLinear(torch.nn.Linear):
 
     _pack: torch.Tensor
     _pack_version: int
+    _pack_ref: "weakref.ref"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
         if rows < 2 or x.dtype != torch.float32 or x.device.type != "cpu" \
-                or self.weight._version != self._pack_version \
+                or _repacked(self) \
                 or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
         out = torch.ops.mkl._mkl_linear(x.reshape(rows, x.shape[-1]), self._pack, self.weight, self.bias, rows)
@@ -123,6 +132,7 @@ class NativeLinear(torch.nn.Linear):
     _panels: torch.Tensor
     _panels_ptr: int
     _pack_version: int
+    _pack_ref: "weakref.ref"
     _max_rows: int
     _lib: object
 
@@ -130,7 +140,7 @@ class NativeLinear(torch.nn.Linear):
         k = x.shape[-1]
         rows = x.numel() // k if k else 0
         if not 0 < rows <= self._max_rows or x.dtype != torch.float32 or x.device.type != "cpu" \
-                or self.weight._version != self._pack_version \
+                or _repacked(self) \
                 or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
         x2 = x.reshape(rows, k)
@@ -261,6 +271,7 @@ def _pack_native(layers: list, budget: int, report: PackReport, force: bool = Fa
         mod.__class__ = NativeLinear
         mod._panels, mod._panels_ptr, mod._lib = panels, panels.data_ptr(), lib
         mod._pack_version, mod._max_rows = mod.weight._version, max_rows
+        mod._pack_ref = weakref.ref(mod.weight)
         report.layers.append(name)
         report.pack_bytes += panels.numel() * panels.element_size()
         report.weight_bytes += own
@@ -323,6 +334,7 @@ def pack_linear_weights(model: torch.nn.Module, budget_bytes: int | None = None,
         mod.__class__ = PackedLinear
         mod._pack = packed
         mod._pack_version = mod.weight._version
+        mod._pack_ref = weakref.ref(mod.weight)
         report.layers.append(name)
         report.pack_bytes += size
         report.weight_bytes += own

@@ -130,6 +130,29 @@ def test_a_weight_changed_after_packing_turns_the_fused_layer_off(monkeypatch):
     assert calls == []
 
 
+def test_a_linear_weight_replaced_after_packing_is_used_not_its_stale_panels(monkeypatch):
+    """A new Parameter whose version counter happens to equal the packed one's: neither the fused layer nor the
+    packed linear layer takes it for the weight they packed; the forward then computes with the new weight."""
+    model = _model(monkeypatch)
+    prompt, steps = _steps()
+    before = _run(model, prompt, steps)
+    lin = model.model.layers[0].mlp.down_proj
+    with torch.no_grad():
+        new = torch.nn.Parameter(lin.weight.detach() * 2)
+        while new._version < lin._pack_version:
+            new.add_(0.0)
+        assert new._version == lin._pack_version
+        lin.weight = new
+    calls = _count_fused(monkeypatch)
+    after = _run(model, prompt, steps)
+    assert calls == []
+    with torch.no_grad():
+        lin.weight = torch.nn.Parameter(new.detach().clone())  # the same values, never packed: F.linear
+    for a, b in zip(_run(model, prompt, steps), after):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(before[-1], after[-1])
+
+
 def test_the_final_norm_runs_in_the_same_call_and_a_new_norm_weight_turns_it_off(monkeypatch):
     """The plan applies the model's final RMSNorm in C (row by row, as the layers' norms: the bit-for-bit tree test
     above covers it); replacing that weight's storage after planning is noticed, and the per-operation forward

@@ -9,6 +9,7 @@ One call with packed arguments instead of one per layer (28 converted arguments 
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import weakref
 
@@ -23,6 +24,9 @@ _SILU = ("SiLU", "SiLUActivation")
 #: RMSNorm classes with LlamaRMSNorm's arithmetic: the C code applies them (the layers' and the final norm), and
 #: :func:`engine.lean_forward._rms_norm` reproduces them (``engine.lean_forward.NORMS``).
 RMS_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm")
+_WEIGHT = operator.itemgetter("weight")  # of a module's _parameters (nn.Module.__getattr__ costs more)
+_VERSION = operator.attrgetter("_version")
+_DATA_PTR = operator.methodcaller("data_ptr")
 
 
 def fused_library():
@@ -73,6 +77,18 @@ class FusedPlan:
         self.buffers: list = [None] * len(layers)  # weak references to the cache buffers ia points at
         self.args = (self.ia.ctypes.data, self.da.ctypes.data, len(layers))
         self.final = None  # (module, weight address, eps) of the final norm the C code applies (set_final_norm)
+        # what current() compares: the modules' parameter dicts (linear layers first, then norms), the weights
+        # they held (weak references: a replaced weight is not kept alive), the linear weights' versions when
+        # packed and the norm weights' addresses
+        self._dicts = [m._parameters for m in (*self.linears, *(n for pair in self.norms for n in pair))]
+        self._n_linear = len(self.linears)
+        self._versions = [lin._pack_version for lin in self.linears]
+        self._remember()
+
+    def _remember(self) -> None:
+        weights = list(map(_WEIGHT, self._dicts))
+        self._refs = [weakref.ref(w) for w in weights]
+        self._norm_ptrs = list(map(_DATA_PTR, weights[self._n_linear:]))
 
     def set_final_norm(self, norm) -> None:
         """Let :func:`run_layers` apply ``norm`` (the model's final RMSNorm) too, when its weight is a float32
@@ -82,15 +98,18 @@ class FusedPlan:
         if (type(norm).__name__ in RMS_NORMS and isinstance(w, torch.Tensor) and w.dtype == torch.float32
                 and w.dim() == 1 and w.is_contiguous() and w.device.type == "cpu" and eps is not None):
             self.final = (norm, w.data_ptr(), float(eps))
+            self._dicts.append(norm._parameters)
+            self._remember()
 
     def current(self) -> bool:
-        """Whether the weights are still those the panels were packed from (and the norms where they were)."""
-        # _parameters, not .weight: nn.Module.__getattr__ cost ~35 us a forward over 43 layers
-        final = self.final
-        return (all(lin._parameters["weight"]._version == lin._pack_version for lin in self.linears)
-                and all(a._parameters["weight"].data_ptr() == p[0] and b._parameters["weight"].data_ptr() == p[1]
-                        for (a, b), p in zip(self.norms, self.layers))
-                and (final is None or final[0]._parameters["weight"].data_ptr() == final[1]))
+        """Whether every weight is the Parameter the plan was made with, unchanged since its panels were packed
+        (linear layers), with its storage where it was (norms). Iterates in C (``map``): a generator over the
+        43 linear layers and 13 norms of tiny-py-coder cost ~120 us a forward, as much as its LM head's
+        Python."""
+        weights = list(map(_WEIGHT, self._dicts))
+        return (all(map(operator.is_, weights, [r() for r in self._refs]))
+                and list(map(_VERSION, weights[:self._n_linear])) == self._versions
+                and list(map(_DATA_PTR, weights[self._n_linear:])) == self._norm_ptrs)
 
 
 def plan_for(base) -> FusedPlan | None:
