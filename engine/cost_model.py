@@ -201,6 +201,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     take longer than the budget, 7 rounds.
     """
     from .kv_cache import new_kv_cache  # noqa: PLC0415
+    from .lean_forward import forward_logits  # noqa: PLC0415
 
     model, device = loaded.model, loaded.device
     context = max(8, min(context, loaded.max_positions - max(sizes) - 8))
@@ -222,7 +223,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
             pos = torch.arange(context, context + 1 + n, device=device)[None]
             _sync(device)
             t0 = time.perf_counter()
-            model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True)
+            forward_logits(model, ids, cache, pos)  # the decoder's call (engine.verify.tree_forward)
             _sync(device)
             times[n].append(time.perf_counter() - t0)
             cache.crop(context - cache.get_seq_length())

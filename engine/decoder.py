@@ -23,6 +23,7 @@ from transformers import DynamicCache
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
+from .lean_forward import forward_logits
 from .model import LoadedModel
 from .verify import SamplingParams, accept, choose_token, compact_cache, model_device, prune_after_stop, tree_forward
 
@@ -68,14 +69,14 @@ def prefill(model, cache, prompt: torch.Tensor) -> torch.Tensor:
     Only the last position's logits are computed (``logits_to_keep=1``): the LM head over every
     prompt position was ~30% of a 1,024-token prefill on CPU.
     """
-    return model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+    return forward_logits(model, prompt, cache, logits_to_keep=1)[0, -1]
 
 
 @torch.inference_mode()
 def decode_one_token(model, cache, token: int) -> torch.Tensor:
     """Append one token to ``cache``; returns the (V,) logits that follow it."""
     ids = torch.tensor([[token]], dtype=torch.long, device=model_device(model))
-    return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0, -1]
+    return forward_logits(model, ids, cache)[0, -1]
 
 
 #: A prefill of at most this many uncached prompt tokens (a warm prompt KV cache: the editor's next request

@@ -190,6 +190,11 @@ def install_lean_forward(model) -> str:
             return original(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                             past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
                             **kwargs)
+        return BaseModelOutputWithPast(last_hidden_state=hidden(input_ids, attention_mask, position_ids,
+                                                                past_key_values), past_key_values=past_key_values)
+
+    def hidden(input_ids, attention_mask, position_ids, past_key_values) -> torch.Tensor:
+        """The last hidden state (1, rows, hidden) of a call the lean forward takes (checked by the caller)."""
         x = base.embed_tokens(input_ids)
         rows = x.shape[1]
         if position_ids is None:
@@ -207,7 +212,7 @@ def install_lean_forward(model) -> str:
         cos, sin = _rotary(base, x, position_ids)
         last = _fused(base, rows, x, cos, sin, past_key_values, mask)
         if last is not None:
-            return BaseModelOutputWithPast(last_hidden_state=last, past_key_values=past_key_values)
+            return last
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(base.config._attn_implementation, eager)
         shape = (1, rows, -1)
         for layer in base.layers[:base.config.num_hidden_layers]:
@@ -223,22 +228,31 @@ def install_lean_forward(model) -> str:
             x = x + attn.o_proj(out.reshape(shape).contiguous())
             h = _rms_norm(layer.post_attention_layernorm, x)
             x = x + mlp.down_proj(mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h))
-        return BaseModelOutputWithPast(last_hidden_state=_rms_norm(base.norm, x), past_key_values=past_key_values)
+        return _rms_norm(base.norm, x)
 
     base.forward = forward
-    _install_outer(model, base)
+    _install_outer(model, base, hidden)
     setattr(base, INSTALLED_ATTR, True)
     return ""
 
 
-def _install_outer(model, base) -> None:
-    """The causal LM's own forward for the same calls: the lean inner forward (called directly, not through
-    ``nn.Module.__call__``), then the LM head over the last ``logits_to_keep`` positions, as
+#: Set on the causal LM when installed: its logits function (see :func:`forward_logits`).
+LOGITS_ATTR = "_fastcoder_logits"
+
+
+def _install_outer(model, base, hidden) -> None:
+    """The causal LM's own forward for the same calls: the lean inner forward's hidden state (``hidden``, no
+    ``nn.Module.__call__``, no output object), then the LM head over the last ``logits_to_keep`` positions, as
     ``LlamaForCausalLM.forward`` computes them; any other call (labels, a tuple output, extra arguments) goes
-    to transformers' forward."""
+    to transformers' forward. The logits alone are :data:`LOGITS_ATTR` (:func:`forward_logits`)."""
     from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: PLC0415
 
     original = model.forward
+
+    def logits(input_ids, past_key_values, position_ids=None, attention_mask=None, logits_to_keep=0):
+        last = hidden(input_ids, attention_mask, position_ids, past_key_values)
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        return model.lm_head(last[:, keep, :])
 
     def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
                 labels=None, use_cache=None, logits_to_keep=0, **kwargs):
@@ -247,9 +261,22 @@ def _install_outer(model, base) -> None:
             return original(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                             past_key_values=past_key_values, inputs_embeds=inputs_embeds, labels=labels,
                             use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
-        hidden = base.forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                              past_key_values=past_key_values, use_cache=use_cache).last_hidden_state
-        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        return CausalLMOutputWithPast(logits=model.lm_head(hidden[:, keep, :]), past_key_values=past_key_values)
+        return CausalLMOutputWithPast(logits=logits(input_ids, past_key_values, position_ids, attention_mask,
+                                                    logits_to_keep), past_key_values=past_key_values)
 
     model.forward = forward
+    setattr(model, LOGITS_ATTR, logits)
+
+
+def forward_logits(model, input_ids: torch.Tensor, past_key_values, position_ids: torch.Tensor | None = None,
+                   attention_mask: torch.Tensor | None = None, logits_to_keep: int = 0) -> torch.Tensor:
+    """``model(input_ids=..., past_key_values=..., use_cache=True, ...).logits``: (1, rows kept, V) logits of a
+    decoding forward (``input_ids`` (1, rows) int64; ``past_key_values`` a cache, extended in place;
+    ``logits_to_keep`` 0: every row). With the lean forward installed, and outside training and autograd, the
+    same computation without transformers' two output objects and ``nn.Module.__call__`` (~60 us a forward,
+    ~2% of a tiny-py-coder decode step); otherwise the model's own call."""
+    direct = getattr(model, LOGITS_ATTR, None)
+    if direct is not None and input_ids.shape[0] == 1 and not model.training and not torch.is_grad_enabled():
+        return direct(input_ids, past_key_values, position_ids, attention_mask, logits_to_keep)
+    return model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                 past_key_values=past_key_values, use_cache=True, logits_to_keep=logits_to_keep).logits

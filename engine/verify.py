@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .draft_tree import DraftTree
+from .lean_forward import forward_logits
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,9 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
     k = len(prefix)
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
     if k == 0 and len(tree) == 0:  # one row: nothing to mask, its position follows the cache
-        return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0]
-    out = model(input_ids=ids, position_ids=tree.position_ids(past_len, device, k),
-                attention_mask=tree.attention_mask(past_len, model_dtype(model), device, k),
-                past_key_values=cache, use_cache=True, logits_to_keep=1 + len(tree))
-    return out.logits[0]
+        return forward_logits(model, ids, cache)[0]
+    return forward_logits(model, ids, cache, tree.position_ids(past_len, device, k),
+                          tree.attention_mask(past_len, model_dtype(model), device, k), 1 + len(tree))[0]
 
 
 def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,

@@ -46,7 +46,7 @@ def _run(model, prompt, steps):
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
-def test_lean_forward_equals_transformers_bit_for_bit(family):
+def test_lean_forward_equals_transformers_bit_for_bit(family, monkeypatch):
     gen = torch.Generator().manual_seed(3)
     prompt = torch.randint(0, 256, (1, 40), generator=gen)
     steps = [torch.randint(0, 256, (1, 1 if i % 2 == 0 else len(PARENT)), generator=gen) for i in range(8)]
@@ -54,8 +54,8 @@ def test_lean_forward_equals_transformers_bit_for_bit(family):
     model = _model(family)
     assert install_lean_forward(model) == "" and getattr(model.model, INSTALLED_ATTR)
     calls = []
-    real = model.model.forward
-    model.model.forward = lambda **kw: calls.append(1) or real(**kw)
+    real = lean_forward._rotary  # once per lean forward
+    monkeypatch.setattr(lean_forward, "_rotary", lambda *a: calls.append(1) or real(*a))
     got = _run(model, prompt, steps)
     assert len(calls) == len(got)
     for want, have in zip(reference, got):
@@ -130,3 +130,36 @@ def test_rotary_table_gives_the_modules_bits(family):
             want, got = base.rotary_emb(x, position_ids=pos), lean_forward._rotary(base, x, pos)
             assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert base.rotary_emb._fastcoder_table  # the table was made and served the in-range cases
+
+
+def test_forward_logits_equals_the_model_call_and_falls_back_to_it():
+    """The direct logits function gives the model call's logits bit for bit (plain steps and a tree with
+    ``logits_to_keep``), and a model without the lean forward, or a call under autograd, goes through
+    ``model(...)``."""
+    gen = torch.Generator().manual_seed(6)
+    prompt = torch.randint(0, 256, (1, 30), generator=gen)
+    ids = torch.randint(0, 256, (1, len(PARENT)), generator=gen)
+    model = _model("llama")
+    assert install_lean_forward(model) == "" and getattr(model, lean_forward.LOGITS_ATTR, None) is not None
+    plain = _model("llama")
+    for m in (model, plain):
+        with torch.inference_mode():
+            outs = []
+            for direct in (False, True):
+                cache = new_kv_cache(m, 64)
+                call = lean_forward.forward_logits if direct else (
+                    lambda mm, i, c, p=None, a=None, k=0: mm(input_ids=i, past_key_values=c, position_ids=p,
+                                                             attention_mask=a, use_cache=True,
+                                                             logits_to_keep=k).logits)
+                first = call(m, prompt, cache)
+                past = cache.get_seq_length()
+                tree = call(m, ids, cache, (past + DEPTH)[None], tree_mask(past, PARENT), len(PARENT))
+                outs.append((first, tree))
+            assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+            assert outs[1][1].shape == (1, len(PARENT), 256)
+    seen = []
+    real = model.forward
+    model.forward = lambda **kw: seen.append(1) or real(**kw)
+    with torch.enable_grad():
+        lean_forward.forward_logits(model, prompt, new_kv_cache(model, 64))
+    assert seen == [1]
