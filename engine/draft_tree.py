@@ -215,6 +215,24 @@ class DraftTree:
             mask[:k, past_len - k:] = torch.full((k, k + 1 + n), low, dtype=dtype, device=device).triu(1)
         return mask[None, None]
 
+    def forward_inputs(self, past_len: int, dtype: torch.dtype, device: torch.device, prefix_len: int = 0
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(position_ids(...), attention_mask(...))``, the same tensors; for a decode step's float32 mask on a
+        CPU made in one native call (``fc_tree_inputs``: ~80 us less a 7-row step with the caches cold after
+        the previous forward). Raises ValueError as :meth:`attention_mask` does."""
+        n = len(self)
+        lib = native.library() if (prefix_len == 0 and past_len >= 0 and dtype == torch.float32
+                                     and device.type == "cpu" and n and self.parents.dtype == np.int64) else None
+        if lib is not None:
+            parents = np.ascontiguousarray(self.parents)
+            mask = torch.empty((1 + n, past_len + 1 + n), dtype=torch.float32)
+            positions = torch.empty(1 + n, dtype=torch.int64)
+            if lib.fc_tree_inputs(parents.ctypes.data, n, int(past_len), torch.finfo(torch.float32).min,
+                                  mask.data_ptr(), positions.data_ptr()) == 0:
+                return positions[None], mask[None, None]
+        return (self.position_ids(past_len, device, prefix_len),
+                self.attention_mask(past_len, dtype, device, prefix_len))
+
     def position_ids(self, past_len: int, device: torch.device, prefix_len: int = 0) -> torch.Tensor:
         """(1, prefix_len + 1 + N) int64 positions: the prefix at ``past_len - prefix_len ..``, the pending
         token at ``past_len``, node i at past_len + depth."""

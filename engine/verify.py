@@ -115,8 +115,8 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
     if k == 0 and len(tree) == 0:  # one row: nothing to mask, its position follows the cache
         return forward_logits(model, ids, cache)[0]
-    return forward_logits(model, ids, cache, tree.position_ids(past_len, device, k),
-                          tree.attention_mask(past_len, model_dtype(model), device, k), 1 + len(tree))[0]
+    positions, mask = tree.forward_inputs(past_len, model_dtype(model), device, k)
+    return forward_logits(model, ids, cache, positions, mask, 1 + len(tree))[0]
 
 
 def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,

@@ -206,3 +206,33 @@ def test_ancestors_match_a_walk_up_the_parents(picks):
     got = tree.ancestors
     assert got.shape == (n, n) and got.dtype == np.bool_
     assert np.array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 10 ** 6), min_size=0, max_size=70), st.integers(0, 300))
+def test_forward_inputs_equal_the_positions_and_mask_of_their_methods(picks, past):
+    """``DraftTree.forward_inputs`` (one native call for a float32 mask on a CPU) gives exactly
+    ``position_ids`` and ``attention_mask``, for any tree with parents first; a tree whose parents do not
+    precede their nodes is refused by the native code and handled by those methods."""
+    import torch  # noqa: PLC0415
+
+    from engine import native  # noqa: PLC0415
+    from engine.draft_tree import DraftTree  # noqa: PLC0415
+
+    parents, depths = [], []
+    for i, pick in enumerate(picks):
+        parent = pick % (i + 1) - 1
+        parents.append(parent)
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    n = len(parents)
+    tree = DraftTree(np.arange(n, dtype=np.int64), np.asarray(parents, dtype=np.int64),
+                     np.asarray(depths, dtype=np.int64), np.zeros(n, dtype=np.uint8), np.ones(n))
+    cpu = torch.device("cpu")
+    positions, mask = tree.forward_inputs(past, torch.float32, cpu)
+    assert torch.equal(positions, tree.position_ids(past, cpu))
+    assert torch.equal(mask, tree.attention_mask(past, torch.float32, cpu))
+    lib = native.library()
+    if n >= 2 and lib is not None:  # a parent after its node: refused (forward_inputs then uses the methods)
+        bad = np.asarray([*parents[:-2], n - 1, parents[-1]], dtype=np.int64)
+        out, pos = np.empty((1 + n) * (past + 1 + n), dtype=np.float32), np.empty(1 + n, dtype=np.int64)
+        assert lib.fc_tree_inputs(bad.ctypes.data, n, past, -1.0, out.ctypes.data, pos.ctypes.data) == -1

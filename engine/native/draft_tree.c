@@ -479,3 +479,27 @@ int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, 
     *out_match = best_len > 0 ? best_match : 0;
     return best_len;
 }
+
+/* The verify forward's tree inputs for the pending token and n draft nodes (parents[i] < i; -1: the pending
+ * token), as DraftTree.attention_mask and DraftTree.position_ids compute them for a decode step:
+ *   mask (1 + n, past + 1 + n) float32, row-major: 0 where a row may attend (the past tokens, the pending
+ *   token, then the node itself and its ancestors), low elsewhere;
+ *   positions (1 + n) int64: past for the pending token, past + depth for node i (depth 1 below it).
+ * One call instead of ~10 numpy operations and the ancestor matrix (~80 us a 7-row step with the caches cold
+ * after a forward). Returns 0, or -1 (nothing meaningful written) for a parent that does not precede its node. */
+int64_t fc_tree_inputs(const int64_t *parents, int64_t n, int64_t past, float low, float *mask, int64_t *positions) {
+    int64_t width = past + 1 + n;
+    for (int64_t i = 0; i < n; i++)
+        if (parents[i] < -1 || parents[i] >= i) return -1;
+    positions[0] = past;
+    for (int64_t r = 0; r <= n; r++) {
+        float *row = mask + r * width;
+        for (int64_t j = 0; j <= past; j++) row[j] = 0.0f;
+        for (int64_t j = past + 1; j < width; j++) row[j] = low;
+        if (r == 0) continue;
+        int64_t i = r - 1, p = parents[i];
+        positions[r] = (p < 0 ? past : positions[p + 1]) + 1;
+        for (int64_t a = i; a >= 0; a = parents[a]) row[past + 1 + a] = 0.0f;
+    }
+    return 0;
+}
