@@ -122,6 +122,31 @@ def test_native_products_match_f_linear_and_a_row_does_not_depend_on_the_row_cou
 
 
 @needs_native
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_native_products_give_the_same_bits_on_any_number_of_threads(threads):
+    """fc_gemm splits its panels over torch's threads (a library built with OpenMP): whole panels per thread,
+    so every output is the same FMA chain as on one thread, at every row count and for a last partial
+    panel (577 outputs: 37 panels, split into uneven ranges)."""
+    from engine.native import library  # noqa: PLC0415
+    from engine.native.linear import gemm, pack_panels  # noqa: PLC0415
+
+    lib = library()
+    gen = torch.Generator().manual_seed(threads)
+    before = torch.get_num_threads()
+    try:
+        for n, k in ((577, 64), (256, 96), (2048, 32)):
+            panels = pack_panels(lib, torch.randn(n, k, generator=gen))
+            for rows in (1, 2, 3, 6, 7, 8, 13, 16):
+                x = torch.randn(rows, k, generator=gen)
+                torch.set_num_threads(1)
+                one = gemm(lib, x, panels.data_ptr(), n)
+                torch.set_num_threads(threads)
+                assert torch.equal(gemm(lib, x, panels.data_ptr(), n), one), (n, rows)
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_native
 def test_native_layers_fall_back_for_a_changed_weight_and_for_gradients():
     model = _model()
     pack_linear_weights(model, budget_bytes=2**30, kernel="native")

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
+#: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
+#: without OpenMP builds the same library single-threaded.
+OPENMP_FLAGS = ("-fopenmp",)
 NATIVE_ENV = "FASTCODER_NATIVE"
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
 FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h")
@@ -63,8 +66,13 @@ def _build(out: Path, compiler: str) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        cmd = [compiler, *CFLAGS, "-o", tmp, *(str(here / s) for s in SOURCES), "-lm"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        for extra in (OPENMP_FLAGS, ()):
+            cmd = [compiler, *CFLAGS, *extra, "-o", tmp, *(str(here / s) for s in SOURCES), "-lm"]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if done.returncode == 0:
+                break
+            if extra:
+                log.info("building the native code without OpenMP (%s)", done.stderr.strip()[:200])
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[:2000]}")
         os.replace(tmp, out)  # atomic: a concurrent process sees the whole library or none
@@ -87,6 +95,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm_supported.argtypes = []
     lib.fc_gemm.restype = None
     lib.fc_gemm.argtypes = [ptr, i64, i64, ptr, i64, ptr]
+    lib.fc_set_threads.restype = None
+    lib.fc_set_threads.argtypes = [i64]  # fc_gemm's threads (engine.native.linear.sync_threads)
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
     f32, cint = ctypes.c_float, ctypes.c_int
@@ -144,7 +154,7 @@ def _digest(names) -> str:
     digest = hashlib.sha256()
     for name in names:
         digest.update((here / name).read_bytes())
-    digest.update(" ".join(CFLAGS).encode())
+    digest.update(" ".join((*CFLAGS, *OPENMP_FLAGS)).encode())
     digest.update(f"{platform.machine()}-{platform.system()}".encode())
     return digest.hexdigest()[:16]
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from . import library
+from .linear import sync_threads
 
 #: Environment variable: ``0`` keeps the per-operation lean forward.
 FUSED_ENV = "FASTCODER_FUSED_LAYER"
@@ -189,6 +190,7 @@ def run_layers(plan: FusedPlan, x: torch.Tensor, cos: torch.Tensor, sin: torch.T
             held[i] = (weakref.ref(kbuf), weakref.ref(vbuf))  # not kept alive: a freed cache is not held
     final = plan.final
     out = torch.empty_like(x) if final is not None else None
+    sync_threads(plan.lib)
     rc = plan.lib.fc_fused_forward(*plan.args, x.data_ptr(), m, hidden, cos.data_ptr(), sin.data_ptr(), past, mptr,
                                    kind, strides, int(m > 1 and kind == 0),
                                    final[1] if final is not None else None, final[2] if final is not None else 0.0,

@@ -12,6 +12,19 @@ from . import library
 #: Output features per packed panel (``NR`` in small_gemm.c).
 PANEL = 16
 
+_THREADS = {"set": 1}  # the thread count fc_gemm was last given (its own default: 1)
+
+
+def sync_threads(lib) -> None:
+    """Let ``fc_gemm`` split its panels over ``torch.get_num_threads()`` threads (a library built with OpenMP;
+    otherwise it stays on one), telling the library only when the count changed (~0.3 us a call). The split
+    takes whole panels per thread: the same bits at any count. The verify-cost curve is measured per thread
+    count (:func:`engine.cost_model.cost_key`)."""
+    n = torch.get_num_threads()
+    if n != _THREADS["set"]:
+        lib.fc_set_threads(n)
+        _THREADS["set"] = n
+
 
 def gemm_library():
     """The native library when its few-row kernel runs on this CPU (x86-64 with AVX2 and FMA), else None."""
@@ -48,5 +61,6 @@ def gemm(lib, x2: torch.Tensor, panels_ptr: int, n: int) -> torch.Tensor:
     """
     rows, k = x2.shape
     y = torch.empty((rows, n), dtype=torch.float32)
+    sync_threads(lib)
     lib.fc_gemm(x2.data_ptr(), rows, k, panels_ptr, n, y.data_ptr())
     return y

@@ -19,8 +19,24 @@
  */
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define NR 16
+
+/* Threads fc_gemm splits its panels over (fc_set_threads; the caller passes torch's thread count). 1 without
+   OpenMP. Each thread takes a contiguous range of whole panels, so every output keeps its FMA chain and the
+   bits do not depend on the thread count either. */
+static int gemm_threads = 1;
+
+void fc_set_threads(int64_t n) {
+#ifdef _OPENMP
+    gemm_threads = n < 1 ? 1 : (n > 64 ? 64 : (int)n);
+#else
+    (void)n;
+#endif
+}
 
 /* Software prefetch distance, in k steps (one 64-byte panel line each): the multi-row kernels ask for the
    panel line they will read 16 steps ahead. The hardware prefetcher alone left their FMAs waiting on the
@@ -217,20 +233,47 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
    ms). Blocks of 7, or as even as possible, were slower at 8 and 14 rows (4 + 4: 3.13-3.18 -> 3.39-3.56 ms).
    (Rows outermost read every weight again for each block: a 7th row cost as much as a 2nd weight pass.) The
    blocking changes no output's FMA chain, so results are the same bits. */
-void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
-    if (m <= 0 || n <= 0)
-        return;
-    int64_t panels = (n + NR - 1) / NR;
+static void gemm_range(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y, int64_t p0,
+                       int64_t p1) {
     if (m <= 7) {
-        rows_panels(x, 0, m, k, wp, n, y, 0, panels);
+        rows_panels(x, 0, m, k, wp, n, y, p0, p1);
         return;
     }
-    for (int64_t j0 = 0; j0 < panels; j0 += PANEL_GROUP) {
-        int64_t j1 = j0 + PANEL_GROUP < panels ? j0 + PANEL_GROUP : panels, r0 = 0;
+    for (int64_t j0 = p0; j0 < p1; j0 += PANEL_GROUP) {
+        int64_t j1 = j0 + PANEL_GROUP < p1 ? j0 + PANEL_GROUP : p1, r0 = 0;
         for (; m - r0 >= 6 && m - r0 != 7; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
         if (r0 < m)
             rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1);
     }
+}
+
+/* Panels per thread at least (below, one thread does the product: a parallel region costs a few us). */
+#define MIN_THREAD_PANELS 8
+
+void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
+    if (m <= 0 || n <= 0)
+        return;
+    int64_t panels = (n + NR - 1) / NR;
+    int threads = gemm_threads;
+    if (threads > panels / MIN_THREAD_PANELS)
+        threads = (int)(panels / MIN_THREAD_PANELS);
+    if (threads <= 1) {
+        gemm_range(x, m, k, wp, n, y, 0, panels);
+        return;
+    }
+#ifdef _OPENMP
+    /* contiguous ranges of whole groups of 4 panels (kern1x4's step and PANEL_GROUP's) */
+    int64_t groups = (panels + 3) / 4;
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+        int64_t p0 = groups * t / team * 4, p1 = groups * (t + 1) / team * 4;
+        if (p1 > panels)
+            p1 = panels;
+        if (p0 < p1)
+            gemm_range(x, m, k, wp, n, y, p0, p1);
+    }
+#endif
 }
 
 #else
