@@ -102,6 +102,31 @@ def test_rows_sharing_their_first_keys_get_the_bits_of_each_row_alone(kind, d):
 
 
 @needs_kernel
+@pytest.mark.parametrize("threads", [2, 3])
+def test_heads_split_over_threads_give_the_bits_of_one_thread(threads):
+    """With torch on several threads the kernel splits the heads over them (each thread its own scratch):
+    every output equals the one-thread result, for every mask kind, with grouped kv heads."""
+    lib = attention_library()
+    m, s, d = 7, 700, 64
+    gen = torch.Generator().manual_seed(threads)
+    q = torch.randn(1, m, 8, d, generator=gen).transpose(1, 2)
+    k, v = torch.randn(1, 4, s, d, generator=gen), torch.randn(1, 4, s, d, generator=gen)
+    visible = torch.ones(m, s, dtype=torch.bool).tril(s - m)
+    visible[:, s - m:] &= torch.rand(m, m, generator=gen) < 0.5
+    visible[torch.arange(m), s - m + torch.arange(m)] = True
+    bias = (0.3 * torch.randn(m, s, generator=gen)).masked_fill_(~visible, LOW)
+    before = torch.get_num_threads()
+    try:
+        for mask, causal in ((visible[None, None], False), (bias[None, None], False), (None, True)):
+            torch.set_num_threads(1)
+            one = attention(lib, q, k, v, mask, d ** -0.5, causal)
+            torch.set_num_threads(threads)
+            assert torch.equal(attention(lib, q, k, v, mask, d ** -0.5, causal), one)
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_kernel
 def test_a_row_that_sees_nothing_gets_zeros():
     lib = attention_library()
     q, k, v, visible = _inputs(3, 20)

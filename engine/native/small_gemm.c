@@ -38,6 +38,9 @@ void fc_set_threads(int64_t n) {
 #endif
 }
 
+/* The thread count fc_set_threads gave (the attention splits its heads over as many). */
+int64_t fc_thread_count(void) { return gemm_threads; }
+
 /* Software prefetch distance, in k steps (one 64-byte panel line each): the multi-row kernels ask for the
    panel line they will read 16 steps ahead. The hardware prefetcher alone left their FMAs waiting on the
    weight stream: tiny-py-coder's 43 products at 4-16 rows took 10-16% less time with it

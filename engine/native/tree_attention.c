@@ -24,6 +24,14 @@
 
 #define TGT __attribute__((target("avx2,fma")))
 #include "simd_math.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int64_t fc_thread_count(void); /* small_gemm.c: the threads fc_set_threads gave */
+/* Rows x keys x head size at least (a 1-row step over 256 cached tokens at 64 dims) for the heads to be split
+   over threads; below, a parallel region would cost about what a head does. */
+#define ATTENTION_THREAD_WORK 16384
 
 int fc_attention_supported(void) {
     __builtin_cpu_init();
@@ -172,22 +180,28 @@ TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const in
                      int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
                      float scale, float *out) {
     int64_t group = heads / kv_heads, stride = s_count + 8;
-    /* per row: its visible keys (idx), their mask values (bias), their count, scores, accumulators */
+    /* heads split over fc_gemm's threads when there is enough work a head (each thread its own scratch) */
+    int64_t threads = fc_thread_count();
+    if (threads > heads)
+        threads = heads;
+    if (m_count * s_count * d < ATTENTION_THREAD_WORK)
+        threads = 1;
+    /* per row: its visible keys (idx), their mask values (bias), their count; per thread and row: scores,
+       accumulators, 1 / sum, running maxima; per thread: key and value pointers */
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)(m_count * stride));
     float *bias = malloc(sizeof(float) * (size_t)(m_count * stride));
-    float *scores = malloc(sizeof(float) * (size_t)(m_count * stride));
-    float *acc = malloc(sizeof(float) * (size_t)(m_count * d));
-    float *inv = malloc(sizeof(float) * (size_t)m_count);
-    float *vmax = malloc(sizeof(float) * 8 * (size_t)m_count);  /* per row: 8 lanes of running maxima */
-    const float **kp = malloc(sizeof(float *) * (size_t)stride * 2);
+    float *scores_all = malloc(sizeof(float) * (size_t)(threads * m_count * stride));
+    float *acc_all = malloc(sizeof(float) * (size_t)(threads * m_count * d));
+    float *inv_all = malloc(sizeof(float) * (size_t)(threads * m_count));
+    float *vmax_all = malloc(sizeof(float) * 8 * (size_t)(threads * m_count));
+    const float **kp_all = malloc(sizeof(float *) * (size_t)(threads * stride * 2));
     int64_t *count = malloc(sizeof(int64_t) * (size_t)m_count);
     int *use_bias = malloc(sizeof(int) * (size_t)m_count);
     int rc = 0;
-    if (!idx || !bias || !scores || !acc || !inv || !vmax || !kp || !count || !use_bias) {
+    if (!idx || !bias || !scores_all || !acc_all || !inv_all || !vmax_all || !kp_all || !count || !use_bias) {
         rc = -1;
         goto done;
     }
-    const float **vp = kp + stride;
     const __m256 vscale = _mm256_set1_ps(scale);
     for (int64_t b = 0; b < b_count; b++) {
         for (int64_t i = 0; i < m_count; i++) { /* the keys row i sees: the same list for every head */
@@ -223,8 +237,20 @@ TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const in
             shared = j;
         }
         int64_t shared_blocks = shared / 8 * 8;
-        /* heads outer: one kv head's keys and values stay in cache for all rows */
+        /* heads outer: one kv head's keys and values stay in cache for all rows. Each head's outputs are its own
+           and computed the same way on any thread: the same bits on any number of threads. */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads((int)threads) schedule(static) if (threads > 1)
+#endif
         for (int64_t h = 0; h < heads; h++) {
+#ifdef _OPENMP
+            int64_t tid = threads > 1 ? omp_get_thread_num() : 0;
+#else
+            int64_t tid = 0;
+#endif
+            float *scores = scores_all + tid * m_count * stride, *acc = acc_all + tid * m_count * d;
+            float *inv = inv_all + tid * m_count, *vmax = vmax_all + tid * 8 * m_count;
+            const float **kp = kp_all + tid * stride * 2, **vp = kp + stride;
             int64_t g = h / group;
             const float *kb = k + b * ks[0] + g * ks[1], *vb = v + b * vs[0] + g * vs[1];
             for (int64_t j = 0; j < shared; j++) {
@@ -281,11 +307,11 @@ TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const in
 done:
     free(idx);
     free(bias);
-    free(scores);
-    free(acc);
-    free(inv);
-    free(vmax);
-    free(kp);
+    free(scores_all);
+    free(acc_all);
+    free(inv_all);
+    free(vmax_all);
+    free(kp_all);
     free(count);
     free(use_bias);
     return rc;
