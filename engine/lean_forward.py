@@ -103,6 +103,45 @@ def _rotary(base, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Te
         return rope(x, position_ids=position_ids)
 
 
+#: Attribute of the inner model: what :func:`_gathered` reads (library, embedding Parameter, its address and
+#: shape, the rotary tables), or False when its inputs are not gathered natively.
+GATHER_ATTR = "_fastcoder_gather"
+
+
+def _gathered(base, input_ids: torch.Tensor, position_ids: torch.Tensor):
+    """``(base.embed_tokens(input_ids), *_rotary(...))`` from one native call (``fc_gather_inputs``: the same
+    bits, copies), or None: a plain float32 ``nn.Embedding`` and the rotary table (made by the first
+    :func:`_rotary` call) are needed, and ids and positions within range. The embedding module's call and the two
+    table lookups cost ~80-100 us a forward with the caches cold after the previous one."""
+    plan = getattr(base, GATHER_ATTR, None)
+    if plan is None:
+        emb, table = base.embed_tokens, getattr(base.rotary_emb, "_fastcoder_table", None)
+        if table is None:
+            return None  # not made yet: ask again after the first _rotary call
+        w = getattr(emb, "weight", None)
+        lib = native_layer.fused_library()
+        ok = (lib is not None and table and type(emb) is torch.nn.Embedding and emb.max_norm is None
+              and isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.device.type == "cpu"
+              and w.dim() == 2 and w.is_contiguous() and table[0].dtype == torch.float32)
+        plan = (lib, emb._parameters, w, w.data_ptr(), w.shape[0], w.shape[1], table) if ok else False
+        setattr(base, GATHER_ATTR, plan)
+    if not plan:
+        return None
+    lib, params, w, ptr, vocab, hidden, (cos_t, sin_t) = plan
+    if (params["weight"] is not w or w.data_ptr() != ptr or input_ids.dtype != torch.int64
+            or position_ids.dtype != torch.int64 or input_ids.device.type != "cpu" or position_ids.device.type != "cpu"
+            or position_ids.shape != input_ids.shape or not input_ids.is_contiguous()
+            or not position_ids.is_contiguous()):
+        return None
+    rows, d = input_ids.shape[1], cos_t.shape[1]
+    x = torch.empty((1, rows, hidden), dtype=torch.float32)
+    cos, sin = torch.empty((1, rows, d), dtype=torch.float32), torch.empty((1, rows, d), dtype=torch.float32)
+    if lib.fc_gather_inputs(input_ids.data_ptr(), rows, ptr, vocab, hidden, position_ids.data_ptr(), cos_t.data_ptr(),
+                            sin_t.data_ptr(), cos_t.shape[0], d, x.data_ptr(), cos.data_ptr(), sin.data_ptr()) != 0:
+        return None
+    return x, cos, sin
+
+
 def _fused(base, rows: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask
            ) -> torch.Tensor | None:
     """Run every decoder layer over ``x`` in place with the native fused layer (:mod:`engine.native.layer`)
@@ -195,11 +234,16 @@ def install_lean_forward(model) -> str:
 
     def hidden(input_ids, attention_mask, position_ids, past_key_values) -> torch.Tensor:
         """The last hidden state (1, rows, hidden) of a call the lean forward takes (checked by the caller)."""
-        x = base.embed_tokens(input_ids)
-        rows = x.shape[1]
+        rows = input_ids.shape[1]
         if position_ids is None:
             start = past_key_values.get_seq_length()
-            position_ids = torch.arange(start, start + rows, device=x.device)[None]
+            position_ids = torch.arange(start, start + rows, device=input_ids.device)[None]
+        gathered = _gathered(base, input_ids, position_ids)
+        if gathered is not None:
+            x, cos, sin = gathered
+        else:
+            x = base.embed_tokens(input_ids)
+            cos = sin = None
         if attention_mask is not None and attention_mask.dim() == 4:
             mask = attention_mask  # create_causal_mask returns a prepared 4D mask as it is
         elif attention_mask is None and rows == 1 and one_row_unmasked[0]:
@@ -209,7 +253,8 @@ def install_lean_forward(model) -> str:
                              past_key_values=past_key_values, position_ids=position_ids)
             if attention_mask is None and rows == 1 and mask is None:
                 one_row_unmasked[0] = True  # one row sees the whole cache: no mask (~40 us a step to learn it)
-        cos, sin = _rotary(base, x, position_ids)
+        if cos is None:
+            cos, sin = _rotary(base, x, position_ids)
         last = _fused(base, rows, x, cos, sin, past_key_values, mask)
         if last is not None:
             return last

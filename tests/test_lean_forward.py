@@ -54,8 +54,8 @@ def test_lean_forward_equals_transformers_bit_for_bit(family, monkeypatch):
     model = _model(family)
     assert install_lean_forward(model) == "" and getattr(model.model, INSTALLED_ATTR)
     calls = []
-    real = lean_forward._rotary  # once per lean forward
-    monkeypatch.setattr(lean_forward, "_rotary", lambda *a: calls.append(1) or real(*a))
+    real = lean_forward._gathered  # once per lean forward
+    monkeypatch.setattr(lean_forward, "_gathered", lambda *a: calls.append(1) or real(*a))
     got = _run(model, prompt, steps)
     assert len(calls) == len(got)
     for want, have in zip(reference, got):
@@ -163,3 +163,30 @@ def test_forward_logits_equals_the_model_call_and_falls_back_to_it():
     with torch.enable_grad():
         lean_forward.forward_logits(model, prompt, new_kv_cache(model, 64))
     assert seen == [1]
+
+
+def test_inputs_gathered_natively_equal_the_embedding_and_rotary_and_bad_ids_still_raise():
+    """After the first forward (which makes the rotary table), a forward's embedding rows and cos/sin come from one
+    native call: the same bits as the embedding module and the table lookup. An id outside the vocabulary is
+    refused there and raises torch's IndexError, as without the lean forward."""
+    from engine.native import layer as native_layer  # noqa: PLC0415
+
+    if native_layer.fused_library() is None:
+        pytest.skip("no native kernels on this machine")
+    model = _model("llama")
+    assert install_lean_forward(model) == ""
+    base = model.model
+    ids = torch.randint(0, 256, (1, 6), generator=torch.Generator().manual_seed(8))
+    with torch.inference_mode():
+        cache = new_kv_cache(model, 64)
+        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        positions = torch.arange(6, 12)[None]
+        got = lean_forward._gathered(base, ids, positions)
+        assert got is not None and getattr(base, lean_forward.GATHER_ATTR)
+        x, cos, sin = got
+        want_cos, want_sin = lean_forward._rotary(base, x, positions)
+        assert torch.equal(x, base.embed_tokens(ids))
+        assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
+        assert lean_forward._gathered(base, torch.tensor([[3, 256]]), torch.tensor([[12, 13]])) is None
+        with pytest.raises(IndexError):
+            model(input_ids=torch.tensor([[3, 256]]), past_key_values=cache, use_cache=True)

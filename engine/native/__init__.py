@@ -95,6 +95,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm_supported.argtypes = []
     lib.fc_gemm.restype = None
     lib.fc_gemm.argtypes = [ptr, i64, i64, ptr, i64, ptr]
+    lib.fc_gather_inputs.restype = ctypes.c_int  # a forward's embedding rows and rotary rows (engine.lean_forward)
+    lib.fc_gather_inputs.argtypes = [ptr, i64, ptr, i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr]
     lib.fc_set_threads.restype = None
     lib.fc_set_threads.argtypes = [i64]  # fc_gemm's threads (engine.native.linear.sync_threads)
     lib.fc_gemm_pack.restype = None

@@ -176,3 +176,20 @@ int fc_fused_forward(const int64_t *ia, const double *da, int64_t n_layers, floa
     if (final_norm) rms_norm(x, m, hidden, final_norm, (float)final_eps, out);
     return 0;
 }
+
+/* A forward's inputs gathered in one call: x (m, hidden) = rows ids[r] of the embedding (vocab, hidden); cos and
+ * sin (m, d) = rows positions[r] of the rotary tables (len, d). Copies, so the same bits as torch's embedding and
+ * index_select. Returns 0, or -1 for an id or a position out of range (nothing meaningful written: the caller
+ * then takes torch's path, which raises its own error). */
+int fc_gather_inputs(const int64_t *ids, int64_t m, const float *embed, int64_t vocab, int64_t hidden,
+                     const int64_t *positions, const float *cos_t, const float *sin_t, int64_t len, int64_t d,
+                     float *x, float *cos_out, float *sin_out) {
+    for (int64_t r = 0; r < m; r++)
+        if (ids[r] < 0 || ids[r] >= vocab || positions[r] < 0 || positions[r] >= len) return -1;
+    for (int64_t r = 0; r < m; r++) {
+        memcpy(x + r * hidden, embed + ids[r] * hidden, sizeof(float) * (size_t)hidden);
+        memcpy(cos_out + r * d, cos_t + positions[r] * d, sizeof(float) * (size_t)d);
+        memcpy(sin_out + r * d, sin_t + positions[r] * d, sizeof(float) * (size_t)d);
+    }
+    return 0;
+}
