@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 
 import torch
 
@@ -123,12 +124,13 @@ def _gathered(base, input_ids: torch.Tensor, position_ids: torch.Tensor):
         ok = (lib is not None and table and type(emb) is torch.nn.Embedding and emb.max_norm is None
               and isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.device.type == "cpu"
               and w.dim() == 2 and w.is_contiguous() and table[0].dtype == torch.float32)
-        plan = (lib, emb._parameters, w, w.data_ptr(), w.shape[0], w.shape[1], table) if ok else False
-        setattr(base, GATHER_ATTR, plan)
+        plan = (lib, emb._parameters, weakref.ref(w), w.data_ptr(), w.shape[0], w.shape[1], table) if ok else False
+        setattr(base, GATHER_ATTR, plan)  # a weak reference: a replaced embedding weight is not kept alive
     if not plan:
         return None
-    lib, params, w, ptr, vocab, hidden, (cos_t, sin_t) = plan
-    if (params["weight"] is not w or w.data_ptr() != ptr or input_ids.dtype != torch.int64
+    lib, params, ref, ptr, vocab, hidden, (cos_t, sin_t) = plan
+    w = params["weight"]
+    if (w is not ref() or w.data_ptr() != ptr or input_ids.dtype != torch.int64
             or position_ids.dtype != torch.int64 or input_ids.device.type != "cpu" or position_ids.device.type != "cpu"
             or position_ids.shape != input_ids.shape or not input_ids.is_contiguous()
             or not position_ids.is_contiguous()):

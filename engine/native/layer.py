@@ -78,18 +78,18 @@ class FusedPlan:
         self.buffers: list = [None] * len(layers)  # weak references to the cache buffers ia points at
         self.args = (self.ia.ctypes.data, self.da.ctypes.data, len(layers))
         self.final = None  # (module, weight address, eps) of the final norm the C code applies (set_final_norm)
-        # what current() compares: the modules' parameter dicts (linear layers first, then norms), the weights
-        # they held (weak references: a replaced weight is not kept alive), the linear weights' versions when
-        # packed and the norm weights' addresses
+        # what current() compares: the modules' parameter dicts (linear layers first, then norms); the weights
+        # the panels were packed from (packed_linear's weak references and versions) and the norm weights held
+        # now (weak references: a replaced weight is not kept alive) with their addresses
         self._dicts = [m._parameters for m in (*self.linears, *(n for pair in self.norms for n in pair))]
         self._n_linear = len(self.linears)
         self._versions = [lin._pack_version for lin in self.linears]
         self._remember()
 
     def _remember(self) -> None:
-        weights = list(map(_WEIGHT, self._dicts))
-        self._refs = [weakref.ref(w) for w in weights]
-        self._norm_ptrs = list(map(_DATA_PTR, weights[self._n_linear:]))
+        norms = list(map(_WEIGHT, self._dicts[self._n_linear:]))
+        self._refs = [lin._pack_ref for lin in self.linears] + [weakref.ref(w) for w in norms]
+        self._norm_ptrs = list(map(_DATA_PTR, norms))
 
     def set_final_norm(self, norm) -> None:
         """Let :func:`run_layers` apply ``norm`` (the model's final RMSNorm) too, when its weight is a float32
