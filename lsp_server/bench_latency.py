@@ -10,7 +10,8 @@ stdio (:class:`lsp_server.demo.ServerSession`). Requests are fired the way the t
 
 Each configuration (every feature on, then each of warm cache, type-through and token healing off)
 runs the same keystrokes. Reported per configuration and mode: request -> answer latency p50 / p95 /
-p99 (ms, client side), suggestions shown per keystroke, cancellations, wasted decoded tokens (tokens
+p99 (ms, client side) and the server's median time per part (waiting for the model worker, prompt, prefill,
+decode), suggestions shown per keystroke, cancellations, wasted decoded tokens (tokens
 decoded for answers that were cancelled or stale), share of prompt tokens served from a warm KV cache,
 type-through answers, healed prompts, and exact-prefix acceptance (a shown suggestion is exactly what
 the user typed next on that line).
@@ -32,6 +33,7 @@ from typing import Any
 from lsprotocol import types
 
 from .demo import ServerSession, default_model, function_body_starts, pick_file
+from .host import LATENCY_PARTS
 
 CONFIGS = {
     "all features": {},
@@ -181,11 +183,19 @@ async def run_config(repo: Path, file: Path, model: str, options: dict, mode: st
         "type_through_p95_ms": round(status["type_through_p95_ms"], 2) if status.get("type_through_p95_ms") else None,
         "healed_prompts": counters.get("healed_prompts", 0),
         "exact_prefix_acceptance": round(stats.accepted / stats.shown, 3) if stats.shown else None,
+        **_server_parts(status.get("latency_breakdown_ms")),
     }
 
 
+def _server_parts(breakdown: dict | None) -> dict:
+    """The server's median time per part of a completion (``server_<part>_p50``, ms: waiting for the model
+    worker, building the prompt, prefill, decode, all of it; :data:`lsp_server.host.LATENCY_PARTS`), over the
+    completions it answered (cancelled ones excluded)."""
+    return {f"server_{part[:-3]}_p50_ms": ((breakdown or {}).get(part) or {}).get("p50") for part in LATENCY_PARTS}
+
+
 def to_markdown(results: dict) -> str:
-    cols = ["p50_ms", "p95_ms", "p99_ms", "shown_per_keystroke", "exact_prefix_acceptance", "warm_prompt_share",
+    cols = ["p50_ms", "p95_ms", "p99_ms", *(f"server_{part[:-3]}_p50_ms" for part in LATENCY_PARTS), "shown_per_keystroke", "exact_prefix_acceptance", "warm_prompt_share",
             "type_through", "type_through_p95_ms", "healed_prompts", "client_cancellations", "wasted_decoded_tokens", "model_calls"]
     out = ["| configuration | editor | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for name, rows in results["runs"].items():

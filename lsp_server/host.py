@@ -106,6 +106,8 @@ class EngineHost(IndexingMixin):
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
         self.type_through_ms: collections.deque[float] = collections.deque(maxlen=200)  # server side
+        # where each recent completion's time went (ms): see :data:`LATENCY_PARTS`
+        self.breakdowns: collections.deque[dict] = collections.deque(maxlen=200)
         self.counters = collections.Counter()
         self.hits = collections.Counter()
         self.buffers: dict[str, str] = {}  # path -> unsaved text of open documents (model worker only)
@@ -364,16 +366,18 @@ class EngineHost(IndexingMixin):
 
     def _complete(self, req: CompletionRequest) -> CompletionOutcome:
         s = self.settings
+        t_start = time.perf_counter()
         decoder = self._decoder_for(req.folder)
         prompt = self._prompt_for(req, decoder)
         ctx = CursorContext.from_split(req.prefix, req.suffix)
         cache = self._cache_for(req.uri, decoder)  # FastCoder CACHE and the prompt's KV cache
+        waited = {"queue_ms": (t_start - req.received) * 1000, "prompt_ms": (time.perf_counter() - t_start) * 1000}
         deadline = time.monotonic() + s.deadline_ms / 1000 if s.deadline_ms else None
         res = decoder.generate(prompt.token_ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature,
                                top_p=s.top_p, top_k=s.top_k, seed=s.seed, stop=generation_stop(s.stop_at, ctx),
                                cache=cache, cancel=req.cancel, deadline=deadline, constraint=prompt.healed)
         if res.finish_reason == "cancelled":
-            return self._outcome(req, None, "cancelled", dict(res.stats))
+            return self._outcome(req, None, "cancelled", {**res.stats, **waited})
         raw = res.text
         if prompt.healed:
             self.counters["healed_prompts"] += 1
@@ -381,7 +385,7 @@ class EngineHost(IndexingMixin):
         if res.finish_reason == "deadline":
             raw = whole_lines(raw)
         text = postprocess(raw, ctx, s.stop_at)
-        return self._outcome(req, text, res.finish_reason, dict(res.stats), record=True)
+        return self._outcome(req, text, res.finish_reason, {**res.stats, **waited}, record=True)
 
     def _outcome(self, req: CompletionRequest, text: str | None, reason: str, stats: dict,
                  record: bool = False) -> CompletionOutcome:
@@ -400,6 +404,8 @@ class EngineHost(IndexingMixin):
                                                       "prefill_ms", "decode_ms", "retrieval_ms", "hits",
                                                       "prompt_tokens", "reused_prompt_tokens")}}
             self.latencies_ms.append(latency)
+            self.breakdowns.append({**{part: float(stats.get(part) or 0.0) for part in LATENCY_PARTS[:-1]},
+                                    "total_ms": latency})
             mal = stats.get("mean_accepted_length")
             if isinstance(mal, (int, float)):
                 self.accepted_lengths.append(float(mal))
@@ -429,6 +435,7 @@ class EngineHost(IndexingMixin):
             "p50_ms": _percentile(lat, 50),
             "p95_ms": _percentile(lat, 95),
             "type_through_p95_ms": _percentile(list(self.type_through_ms), 95),
+            "latency_breakdown_ms": latency_breakdown(list(self.breakdowns)),
             "mean_accepted_length": (sum(self.accepted_lengths) / len(self.accepted_lengths)
                                      if self.accepted_lengths else None),
             "cache_hit_rate": (self.hits["cache"] / total_hits) if total_hits else None,
@@ -459,6 +466,25 @@ class EngineHost(IndexingMixin):
 
 class _LoadFailed(Exception):
     """Model loading failed with a message meant for the user."""
+
+
+#: The parts of a completion's server-side latency (ms), in order: waiting for the model worker (``queue_ms``: a
+#: running background prefill or an earlier completion), building the prompt (``prompt_ms``: tokenization,
+#: token healing), the prefill of what the prompt KV cache did not hold (``prefill_ms``), the decode
+#: (``decode_ms``), and the whole, request received to answer ready (``total_ms``; the rest is post-processing).
+LATENCY_PARTS = ("queue_ms", "prompt_ms", "prefill_ms", "decode_ms", "total_ms")
+
+
+def latency_breakdown(records: list[dict]) -> dict | None:
+    """Median and mean of each :data:`LATENCY_PARTS` entry (ms) over ``records`` (one dict per completed
+    completion, as :class:`EngineHost` keeps them), with their count ``n``; None without records."""
+    if not records:
+        return None
+    out: dict = {"n": len(records)}
+    for part in LATENCY_PARTS:
+        values = [float(r.get(part, 0.0)) for r in records]
+        out[part] = {"p50": round(_percentile(values, 50), 2), "mean": round(sum(values) / len(values), 2)}
+    return out
 
 
 def _percentile(values: list[float], q: float) -> float | None:

@@ -172,6 +172,9 @@ async def test_completion_equals_engine_greedy(client: LanguageClient, loaded):
     assert got_any
     st = await request(client, "fastcoder/status")
     assert st["last"]["new_tokens"] >= 1 and st["p50_ms"] is not None
+    parts = st["latency_breakdown_ms"]  # where the answered completions' time went
+    assert parts["n"] >= 1 and parts["decode_ms"]["p50"] > 0 and parts["prompt_ms"]["p50"] > 0
+    assert parts["total_ms"]["mean"] >= parts["prefill_ms"]["mean"] + parts["decode_ms"]["mean"]
     assert st["history_completions"] >= 1  # each completion's output drafts for the later ones (exact above)
 
 
