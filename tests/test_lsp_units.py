@@ -188,6 +188,92 @@ def test_typing_keeps_the_prompt_window_start_stable():
     assert sum(s > 0.6 for s in shared) >= len(shared) - 1, shared
 
 
+def _longest_anchored_window(tok, prefix: str, budget: int) -> tuple[list[int] | None, int]:
+    """The reference: every anchored window from the longest down, the first that fits (the old loop), and
+    the characters it tokenized."""
+    from lsp_server.prompt import _CHARS_PER_TOKEN_BOUND, ANCHOR_CHARS
+
+    start = max(0, len(prefix) - budget * _CHARS_PER_TOKEN_BOUND)
+    start = -(-start // ANCHOR_CHARS) * ANCHOR_CHARS
+    chars = 0
+    while start < len(prefix):
+        line_start = 0 if start == 0 else (prefix.find("\n", start - 1) + 1 or len(prefix))
+        if line_start >= len(prefix):
+            break
+        ids = tok.encode(prefix[line_start:], add_special_tokens=False)
+        chars += len(prefix) - line_start
+        if len(ids) <= budget:
+            return ids, chars
+        start += ANCHOR_CHARS
+    return None, chars
+
+
+def test_anchored_window_is_the_longest_that_fits_and_tokenizes_less():
+    """The prefix window is the longest anchored one that fits, as when every window was tried from the
+    longest down; deep in a long file (the editor's usual case) it tokenizes a fraction of the text that took."""
+    if not MODEL.is_dir():
+        pytest.skip("tiny-py-coder not available")
+    import random
+
+    import _pytest.python
+    from transformers import AutoTokenizer
+
+    from lsp_server import prompt as prompt_module
+    from lsp_server.prompt import anchored_tail_ids
+
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    source = Path(_pytest.python.__file__).read_text(encoding="utf-8")  # real third-party code
+    rng = random.Random(0)
+    cases = [(len(source) * 3 // 5, 700)] + [(rng.randrange(100, len(source)), rng.choice([64, 300, 700, 2000]))
+                                            for _ in range(12)]
+    for i, (cursor, budget) in enumerate(cases):
+        want, old_chars = _longest_anchored_window(tok, source[:cursor], budget)
+        prompt_module._encoded.clear()
+        chars: list[int] = []
+        encode = tok.encode
+        tok.encode = lambda text, **kw: chars.append(len(text)) or encode(text, **kw)
+        try:
+            ids, cut = anchored_tail_ids(tok, source[:cursor], budget)
+        finally:
+            del tok.encode
+        assert len(ids) <= budget and cut == (len(ids) < len(encode(source[:cursor], add_special_tokens=False)))
+        if want is not None:
+            assert ids == want
+        if i == 0:
+            assert want is not None and sum(chars) * 2 <= old_chars, (chars, old_chars)
+
+
+def test_prompt_tokenizations_are_reused():
+    """The same window is tokenized once (the background prefill and the completion at the same place build
+    the same prompt; the text after the cursor stays the same while typing); the FIM tokens are looked up once
+    per tokenizer, and again once its vocabulary grows."""
+    class Counting(FakeTokenizer):
+        def __init__(self, specials):
+            super().__init__(specials)
+            self.encoded, self.vocab_reads = [], 0
+
+        def __len__(self):
+            return len(self.specials) + 256
+
+        def get_vocab(self):
+            self.vocab_reads += 1
+            return super().get_vocab()
+
+        def encode(self, text, add_special_tokens=False):
+            self.encoded.append(text)
+            return super().encode(text)
+
+    tok = Counting(["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"])
+    first = build_fim_prompt(tok, "def f(x):\n    ret", "\n\nprint(f(1))\n", 256)
+    assert build_fim_prompt(tok, "def f(x):\n    ret", "\n\nprint(f(1))\n", 256) == first
+    assert tok.encoded == ["\n\nprint(f(1))\n", "def f(x):\n    ret"] and tok.vocab_reads == 1
+    typed = build_fim_prompt(tok, "def f(x):\n    retu", "\n\nprint(f(1))\n", 256)
+    assert tok.encoded[2:] == ["def f(x):\n    retu"]  # the suffix's ids were kept
+    assert typed.token_ids[-9:] == first.token_ids[-9:] and typed.token_ids[:-9] != first.token_ids[:-9]
+    tok.specials = {"<fim_prefix>": 7, "<fim_suffix>": 8, "<fim_middle>": 9, "x": 10}  # another size
+    assert detect_fim_template(tok)[0].name == "starcoder" and tok.vocab_reads == 2
+
+
 def test_a_folder_reads_indexing_from_the_moment_its_build_is_queued(tmp_path, tiny_tokenizer):
     """A client waiting for indexing polls until no folder reads ``indexing``: a folder added to a ready
     host must not read ``off`` while its build waits behind other work on the loader thread (the
