@@ -74,17 +74,28 @@ local function run()
     string.format("%.0f ms: %s", ms, vim.inspect(resp and (resp.err or resp.result) or err))
   )
 
-  -- 2. cancel-previous: two quick requests for the same buffer, no $/cancelRequest from the client.
+  -- 2. cancel-previous: two quick requests for the same buffer, no $/cancelRequest from the client. Code added
+  -- above first makes the prompt cold: the first request's prefill (hundreds of tokens) is still running when
+  -- the second arrives. (A warm repeat of the request above is answered in ~20 ms, sometimes before the
+  -- server reads the second request: then there is nothing to cancel.)
+  local added = {}
+  for i = 1, 40 do
+    vim.list_extend(added, { string.format("def helper_%d(value):", i), string.format("    return value + %d", i), "", "" })
+  end
+  vim.api.nvim_buf_set_lines(bufnr, 0, 0, true, added)
+  local shifted = vim.deepcopy(params)
+  shifted.position = { line = config.position.line + #added, character = config.position.character }
   local replies = {}
   local t1 = now_ms()
   for i = 1, 2 do
-    client.request("textDocument/inlineCompletion", params, function(e, result)
+    client.request("textDocument/inlineCompletion", shifted, function(e, result)
       replies[i] = { err = e, text = fastcoder.first_item(result), ms = now_ms() - t1 }
     end, bufnr)
   end
   local both = vim.wait(30000, function()
     return replies[1] ~= nil and replies[2] ~= nil
   end, 10)
+  vim.api.nvim_buf_set_lines(bufnr, 0, #added, true, {})
   local first, second = replies[1] or {}, replies[2] or {}
   local first_cancelled = (first.err ~= nil and first.err.code == -32800) or (first.err == nil and first.text == nil)
   check(
