@@ -6,7 +6,9 @@ Shared by the language server's prompt builder (:mod:`lsp_server.prompt`) and th
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +41,23 @@ def _vocab(tokenizer: Any) -> dict[str, int]:
         return {}
 
 
-#: detect_fim_template's answer per tokenizer, with the vocabulary size it was found at.
+#: detect_fim_template's answer per tokenizer: {vocabulary size: answer}.
 _detected: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_state_lock = threading.Lock()
+
+
+def tokenizer_state(store: weakref.WeakKeyDictionary, tokenizer: Any, make: Callable[[], Any]) -> Any | None:
+    """``store[tokenizer]``, made by ``make()`` the first time: state kept per tokenizer for as long as it lives
+    (the FIM template here, recent tokenizations in :mod:`lsp_server.prompt`). None for a tokenizer that takes
+    no weak reference or no hashing: its callers then work without the state."""
+    try:
+        with _state_lock:
+            state = store.get(tokenizer)
+            if state is None:
+                state = store[tokenizer] = make()
+            return state
+    except TypeError:
+        return None
 
 
 def _vocab_size(tokenizer: Any) -> int | None:
@@ -57,16 +74,13 @@ def detect_fim_template(tokenizer: Any) -> tuple[FimTemplate, tuple[int, int, in
     Kept per tokenizer while its vocabulary size stays the same (tokens added later are seen): reading a
     vocabulary cost ~2 ms for 8K tokens, on every prompt the language server built."""
     size = _vocab_size(tokenizer)
-    try:
-        held = _detected.get(tokenizer)
-    except TypeError:  # not weakly referenceable: not kept
+    seen = tokenizer_state(_detected, tokenizer, dict) if size is not None else None
+    if seen is None:
         return _detect(tokenizer)
-    if held is not None and size is not None and held[0] == size:
-        return held[1]
-    found = _detect(tokenizer)
-    if size is not None:
-        _detected[tokenizer] = (size, found)
-    return found
+    if size not in seen:
+        seen.clear()
+        seen[size] = _detect(tokenizer)
+    return seen[size]
 
 
 def _detect(tokenizer: Any) -> tuple[FimTemplate, tuple[int, int, int]] | None:

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from engine.fim import FIM_TEMPLATES, FimTemplate, detect_fim_template  # noqa: F401 (re-exported)
+from engine.fim import FIM_TEMPLATES, FimTemplate, detect_fim_template, tokenizer_state  # noqa: F401 (re-exported)
 
 DEFAULT_MAX_PROMPT_TOKENS = 1024
 SUFFIX_FRACTION = 0.25
@@ -60,17 +60,14 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     (:data:`ENCODE_CACHE_ENTRIES`; a tokenizer that takes no weak reference is not cached)."""
     if not text:
         return []
-    try:
-        with _encoded_lock:
-            cache = _encoded.get(tokenizer)
-            if cache is None:
-                cache = _encoded[tokenizer] = OrderedDict()
-            ids = cache.get(text)
-            if ids is not None:
-                cache.move_to_end(text)
-                return list(ids)
-    except TypeError:  # not weakly referenceable
+    cache = tokenizer_state(_encoded, tokenizer, OrderedDict)
+    if cache is None:
         return list(tokenizer.encode(text, add_special_tokens=False))
+    with _encoded_lock:
+        ids = cache.get(text)
+        if ids is not None:
+            cache.move_to_end(text)
+            return list(ids)
     ids = tuple(tokenizer.encode(text, add_special_tokens=False))
     with _encoded_lock:
         cache[text] = ids
