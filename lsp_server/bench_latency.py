@@ -8,6 +8,10 @@ stdio (:class:`lsp_server.demo.ServerSession`). Requests are fired the way the t
   no client-side cancellation;
 - ``vscode``: a request on every keystroke, ``$/cancelRequest`` of the previous one still pending.
 
+Both clients tell the server where the cursor comes to rest (``fastcoder/cursor``, :data:`CURSOR_REST_S` after
+it stops moving); the replay does so when it moves to the next function body, before typing there. Each
+body's first request (after the jump) is also reported on its own (``jump_p50_ms``, ``jump_p95_ms``).
+
 Each configuration (every feature on, then each of warm cache, type-through and token healing off)
 runs the same keystrokes. Reported per configuration and mode: request -> answer latency p50 / p95 /
 p99 (ms, client side) and the server's median time per part (waiting for the model worker, prompt, prefill,
@@ -38,11 +42,16 @@ from .host import LATENCY_PARTS
 CONFIGS = {
     "all features": {},
     "warm cache off": {"warmCache": False},
+    "cursor warm off": {"warmOnCursor": False},
     "type-through off": {"typeThrough": False},
     "token healing off": {"tokenHealing": False},
 }
 MODES = ("nvim", "vscode")
 NVIM_DEBOUNCE_S = 0.2
+#: The clients' debounce of ``fastcoder/cursor`` (editors/vscode/src/extension.ts, editors/neovim/lua): seconds
+#: after the cursor stops moving.
+CURSOR_REST_S = 0.15
+CURSOR_METHOD = "fastcoder/cursor"
 
 
 @dataclass
@@ -54,11 +63,13 @@ class Keystroke:
     char: str
     rest: str
     gap_s: float
+    first: bool = False  # the first keystroke of a body: the cursor jumped here during gap_s
 
 
 @dataclass
 class RunStats:
     latencies_ms: list[float] = field(default_factory=list)
+    jump_latencies_ms: list[float] = field(default_factory=list)  # each body's first request
     shown: int = 0
     accepted: int = 0
     requests: int = 0
@@ -85,7 +96,7 @@ def plan_typing(text: str, bodies: int, chars: int, seed: int) -> tuple[str, lis
                 gap = rng.uniform(0.25, 0.6)
             else:
                 gap = rng.uniform(0.06, 0.18)
-            keys.append(Keystroke(line, indent + i, ch, typed[i:], gap))
+            keys.append(Keystroke(line, indent + i, ch, typed[i:], gap, i == 0))
         if len(keys) >= chars:
             break
     return "\n".join(lines), keys[:chars]
@@ -99,7 +110,11 @@ async def replay(session: ServerSession, uri: str, keys: list[Keystroke], mode: 
     client = session.client
     next_id = [1000]
 
+    asked_lines: set[int] = set()
+
     async def ask(key: Keystroke, line: int, character: int) -> None:
+        jump = line not in asked_lines
+        asked_lines.add(line)
         next_id[0] += 1
         msg_id = next_id[0]
         if mode == "vscode":
@@ -122,6 +137,8 @@ async def replay(session: ServerSession, uri: str, keys: list[Keystroke], mode: 
         finally:
             pending.pop(msg_id, None)
         stats.latencies_ms.append((time.perf_counter() - t0) * 1000)
+        if jump:
+            stats.jump_latencies_ms.append(stats.latencies_ms[-1])
         items = getattr(res, "items", None) or []
         if items and items[0].insert_text:
             stats.shown += 1
@@ -131,7 +148,13 @@ async def replay(session: ServerSession, uri: str, keys: list[Keystroke], mode: 
     debounce: asyncio.TimerHandle | None = None
     loop = asyncio.get_running_loop()
     for key in keys:
-        await asyncio.sleep(key.gap_s)
+        if key.first and key.gap_s > CURSOR_REST_S:  # the cursor moved here; the client says where it rests
+            await asyncio.sleep(CURSOR_REST_S)
+            client.protocol.notify(CURSOR_METHOD, {"textDocument": {"uri": uri},
+                                                   "position": {"line": key.line, "character": key.character}})
+            await asyncio.sleep(key.gap_s - CURSOR_REST_S)
+        else:
+            await asyncio.sleep(key.gap_s)
         session.type_text(uri, key.line, key.character, key.char)
         stats.keystrokes += 1
         if mode == "vscode":
@@ -172,6 +195,7 @@ async def run_config(repo: Path, file: Path, model: str, options: dict, mode: st
         "mode": mode, "keystrokes": stats.keystrokes, "requests": stats.requests,
         "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95), "p99_ms": _pct(lat, 99),
         "mean_ms": round(statistics.mean(lat), 1) if lat else None,
+        "jump_p50_ms": _pct(stats.jump_latencies_ms, 50), "jump_p95_ms": _pct(stats.jump_latencies_ms, 95),
         "shown_per_keystroke": round(stats.shown / max(stats.keystrokes, 1), 3),
         "client_cancellations": stats.cancelled,
         "server_cancelled": counters.get("cancelled", 0),
@@ -195,7 +219,7 @@ def _server_parts(breakdown: dict | None) -> dict:
 
 
 def to_markdown(results: dict) -> str:
-    cols = ["p50_ms", "p95_ms", "p99_ms", *(f"server_{part[:-3]}_p50_ms" for part in LATENCY_PARTS), "shown_per_keystroke", "exact_prefix_acceptance", "warm_prompt_share",
+    cols = ["p50_ms", "p95_ms", "p99_ms", "jump_p50_ms", "jump_p95_ms", *(f"server_{part[:-3]}_p50_ms" for part in LATENCY_PARTS), "shown_per_keystroke", "exact_prefix_acceptance", "warm_prompt_share",
             "type_through", "type_through_p95_ms", "healed_prompts", "client_cancellations", "wasted_decoded_tokens", "model_calls"]
     out = ["| configuration | editor | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for name, rows in results["runs"].items():
@@ -250,7 +274,8 @@ async def _main(args: argparse.Namespace) -> int:
             row = await run_config(repo, file, model, CONFIGS[name], mode, args.bodies, args.chars, args.seed,
                                    args.common)
             results["runs"][name].append(row)
-            print(f"{name:18s} {mode:6s} p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  shown/key "
+            print(f"{name:18s} {mode:6s} p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  jump p50 {row['jump_p50_ms']} "
+                  f"ms  shown/key "
                   f"{row['shown_per_keystroke']}  exact-prefix {row['exact_prefix_acceptance']}  warm "
                   f"{row['warm_prompt_share']}  type-through {row['type_through']}", file=sys.stderr)
     args.json.write_text(json.dumps(results, indent=1))

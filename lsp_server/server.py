@@ -47,10 +47,15 @@ BUFFER_DEBOUNCE_S = 1.0
 # bench-latency (pluggy, Neovim-style, 4 pairs alternating): p50 54-65 -> 38-44 ms, p95 110-141 -> 67-73 ms,
 # warm prompt share 0.89-0.90 -> 0.999. A newer edit cancels a running prefill at its next chunk.
 WARM_DEBOUNCE_S = 0.05
+# A cursor that came to rest (``fastcoder/cursor``, sent by the clients ~150 ms after the cursor stops moving) is
+# prefilled after this much more idle time: a jump to another function otherwise made the first keystroke's
+# request prefill ~900 cold prompt tokens itself (120-300 ms on 2 cores).
+CURSOR_WARM_DELAY_S = 0.05
 WARM_OPEN_CHARS = 3000  # on open, the prompt for a cursor this far in is prefilled (all of a small file)
 STATUS_METHOD = "fastcoder/status"
 REPO_CONTAINS_METHOD = "fastcoder/repoContains"
 REBUILD_INDEX_METHOD = "fastcoder/rebuildIndex"
+CURSOR_METHOD = "fastcoder/cursor"
 REPO_CONTAINS_MAX_CHARS = 4096
 
 _LEVELS = {"info": types.MessageType.Info, "warning": types.MessageType.Warning, "error": types.MessageType.Error}
@@ -375,6 +380,15 @@ def create_server() -> FastcoderServer:
     def rebuild_index(ls: FastcoderServer, params: Any) -> dict:
         return {"folders": ls.host.rebuild_index()}
 
+    @server.feature(CURSOR_METHOD)
+    def on_cursor(ls: FastcoderServer, params: Any) -> None:
+        # a notification: nothing to answer; malformed params are ignored (logged)
+        if not ls.host.settings.warm_on_cursor:
+            return
+        found = cursor_offset(ls.workspace, params)
+        if found is not None:
+            ls.schedule_warm(found[0], found[1], delay=CURSOR_WARM_DELAY_S)
+
     @server.feature(REPO_CONTAINS_METHOD)
     async def repo_contains(ls: FastcoderServer, params: Any) -> dict:
         text = getattr(params, "text", None)
@@ -420,6 +434,23 @@ def _position_valid(lines: Any, pos: types.Position) -> bool:
         return pos.character == 0
     line = lines[pos.line].rstrip("\r\n")
     return pos.character <= len(line.encode("utf-16-le")) // 2
+
+
+def cursor_offset(workspace: Any, params: Any) -> tuple[str, int] | None:
+    """``(uri, offset)`` of a ``fastcoder/cursor`` notification's ``{textDocument: {uri}, position: {line,
+    character}}`` (the position in the negotiated encoding, as in ``textDocument/inlineCompletion``); None,
+    logged, for params that are not that, a document that is not open or a position outside it."""
+    try:
+        uri = params.textDocument.uri if hasattr(params, "textDocument") else params.text_document.uri
+        pos = types.Position(line=int(params.position.line), character=int(params.position.character))
+    except (AttributeError, TypeError, ValueError):
+        log.info("%s: malformed params %r", CURSOR_METHOD, params)
+        return None
+    doc = workspace.text_documents.get(uri) if isinstance(uri, str) else None
+    if doc is None or not _position_valid(doc.lines, pos):
+        log.info("%s: no open document %r or position %s outside it", CURSOR_METHOD, uri, pos)
+        return None
+    return uri, doc.offset_at_position(pos)
 
 
 def _empty() -> types.InlineCompletionList:

@@ -87,6 +87,7 @@ class Settings:
     max_incremental_files: int = 200
     token_healing: bool = True
     warm_cache: bool = True
+    warm_on_cursor: bool = True
     warm_chunk_tokens: int = 64
     type_through: bool = True
     warm_documents: int = 4
@@ -200,6 +201,7 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxIncrementalFiles": ("max_incremental_files", _int_in(1, 1 << 20)),
     "tokenHealing": ("token_healing", _bool),
     "warmCache": ("warm_cache", _bool),
+    "warmOnCursor": ("warm_on_cursor", _bool),
     "warmChunkTokens": ("warm_chunk_tokens", _int_in(8, 4096)),
     "typeThrough": ("type_through", _bool),
     "warmDocuments": ("warm_documents", _int_in(0, 256)),

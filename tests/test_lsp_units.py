@@ -298,3 +298,34 @@ def test_a_folder_reads_indexing_from_the_moment_its_build_is_queued(tmp_path, t
     finally:
         release.set()
         host.shutdown()
+
+
+def test_cursor_offset_reads_the_notification_and_rejects_bad_params():
+    """``fastcoder/cursor`` params -> (uri, offset in code points); anything else -> None (logged, no raise)."""
+    from types import SimpleNamespace
+
+    from pygls.workspace import TextDocument
+
+    from lsp_server.server import cursor_offset
+
+    uri = "file:///ws/a.py"
+    doc = TextDocument(uri, "def f():\n    é = 1\n")
+    ws = SimpleNamespace(text_documents={uri: doc})
+
+    def note(uri_value, line, character):  # what pygls gives a handler for a custom method's params
+        return SimpleNamespace(textDocument=SimpleNamespace(uri=uri_value),
+                               position=SimpleNamespace(line=line, character=character))
+
+    assert cursor_offset(ws, note(uri, 1, 4)) == (uri, 13)
+    assert cursor_offset(ws, note(uri, 1, 5)) == (uri, 14)  # after "é" (one UTF-16 unit)
+    assert cursor_offset(ws, note(uri, 2, 0)) == (uri, len(doc.source))
+    for bad in (None, [], SimpleNamespace(position=None), note(5, 0, 0), note("file:///other.py", 0, 0),
+                note(uri, 9, 0), note(uri, 0, 99), note(uri, -1, 0), note(uri, "x", 0)):
+        assert cursor_offset(ws, bad) is None
+
+
+def test_warm_on_cursor_setting_parses():
+    new, warnings = parse_settings({"fastcoder": {"warmOnCursor": False}}, Settings())
+    assert new.warm_on_cursor is False and not warnings
+    new, warnings = parse_settings({"fastcoder": {"warmOnCursor": "no"}}, Settings())
+    assert new.warm_on_cursor is True and warnings  # not a boolean: kept, with a warning

@@ -129,6 +129,7 @@ def e2e_checks(tmp_path_factory):
 
 
 E2E_CHECKS = ["setup", "attach", "inlineCompletionProvider", "ready", "status_format", "settings_reached_server",
+              "cursor_warms",
               "request_sync_completion", "cancel_previous", "manual_complete_inserts",
               "manual_complete_equals_request_sync"]
 

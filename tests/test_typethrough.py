@@ -128,3 +128,50 @@ def test_cancelling_a_request_another_one_types_through_does_not_cancel_that_one
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
+
+
+def _wait_counter(server: RawServer, name: str, at_least: int) -> dict:
+    """``fastcoder/status`` once counter ``name`` reaches ``at_least`` (polled, 30 s at most)."""
+    status: dict = {}
+    for _ in range(600):
+        status = server.request("fastcoder/status")["result"]
+        if status["counters"].get(name, 0) >= at_least:
+            break
+        with server._cond:
+            server._cond.wait(0.05)
+    return status
+
+
+@pytest.mark.slow
+def test_cursor_notification_prefills_where_the_cursor_rests(tmp_path, model_workspace):
+    """``fastcoder/cursor`` (sent by both clients when the cursor stops) prefills the prompt there, so the first
+    request at that place reuses it; malformed notifications are ignored and the server keeps answering."""
+    ws = model_workspace
+    (ws / "shapes.py").write_text(BODY)
+    server = RawServer(cwd=tmp_path)
+    try:
+        server.initialize(ws, {"model": str(TINY_CODER), "commonDatastore": "none", "maxNewTokens": 8})
+        assert server.wait_ready()["state"] == "ready"
+        uri = server.open(ws / "shapes.py", BODY)
+        opened = _wait_counter(server, "warm_prefills", 1)["counters"]["warm_prefills"]  # the open document's
+        for bad in (None, [], {"position": "x"}, {"textDocument": {"uri": 5}, "position": {"line": 0, "character": 0}},
+                    {"textDocument": {"uri": uri}, "position": {"line": 99, "character": 0}},
+                    {"textDocument": {"uri": "file:///not/open.py"}, "position": {"line": 0, "character": 0}}):
+            server.notify("fastcoder/cursor", bad)
+        status = server.request("fastcoder/status")["result"]
+        assert status["state"] == "ready" and status["counters"].get("errors", 0) == 0
+        # the cursor rests in the first function's body: far from the open document's warm prompt (its end)
+        server.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 4}})
+        status = _wait_counter(server, "warm_prefills", opened + 1)
+        assert status["counters"]["warm_prefills"] == opened + 1
+        server.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4}, "context": {"triggerKind": 2}})
+        last = server.request("fastcoder/status")["result"]["last"]
+        # all of the prompt but its last token (re-run for its logits) came from the cursor's prefill
+        assert last["reused_prompt_tokens"] >= last["prompt_tokens"] - 1, last
+        server.notify("workspace/didChangeConfiguration", {"settings": {"fastcoder": {"warmOnCursor": False}}})
+        assert server.request("fastcoder/status")["result"]["settings"]["warm_on_cursor"] is False
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()

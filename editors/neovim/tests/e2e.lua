@@ -57,6 +57,19 @@ local function run()
   local s = status.settings or {}
   check("settings_reached_server", s.max_new_tokens == config.settings.maxNewTokens, vim.inspect(s))
 
+  -- 0. where the cursor rests is prefilled: the plugin sends fastcoder/cursor, the server counts a warm prefill.
+  local function warm_prefills()
+    local st = fastcoder.status(bufnr, 5000) or {}
+    return (st.counters or {}).warm_prefills or 0
+  end
+  vim.wait(300, function() return false end)
+  local before = warm_prefills()
+  local rest = vim.api.nvim_buf_line_count(bufnr)
+  vim.api.nvim_win_set_cursor(0, { rest, 0 })
+  vim.api.nvim_exec_autocmds("CursorMoved", { buffer = bufnr })
+  local warmed = vim.wait(15000, function() return warm_prefills() > before end, 100)
+  check("cursor_warms", warmed, string.format("warm prefills %d -> %d", before, warm_prefills()))
+
   local params = {
     textDocument = { uri = vim.uri_from_bufnr(bufnr) },
     position = config.position,

@@ -16,6 +16,7 @@ import {
   State,
   TransportKind,
 } from 'vscode-languageclient/node';
+import { CURSOR_METHOD, CursorReporter } from './cursor';
 import { describeCommand, isResolveError, resolveServerCommand } from './serverCommand';
 import { configurationPayload, documentSelector, RESTART_KEYS, serverEnvironment } from './settings';
 import { ClientState, formatStatus, normalizeStatus, ServerStatus, tooltipLines } from './status';
@@ -51,6 +52,13 @@ class FastcoderExtension implements vscode.Disposable {
   private lastPoll = 0;
   private statusSupported = true;
   private readonly disposables: vscode.Disposable[] = [];
+  /** Tells the server where the cursor rests, so it prefills the prompt there before the first keystroke. */
+  private readonly cursor = new CursorReporter((params) => {
+    const client = this.client;
+    if (client && client.isRunning() && this.clientState.enabled) {
+      void client.sendNotification(CURSOR_METHOD, params).catch(() => undefined);
+    }
+  });
 
   constructor() {
     this.statusItem.command = 'fastcoder.showStatus';
@@ -69,11 +77,23 @@ class FastcoderExtension implements vscode.Disposable {
       cmd('fastcoder.toggleInlineCompletions', () => this.toggle()),
       cmd('fastcoder.showStatus', () => this.showStatusMenu()),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+      vscode.window.onDidChangeTextEditorSelection((e) => this.onSelection(e)),
+      vscode.workspace.onDidChangeTextDocument(() => this.cursor.edited()),
     );
     context.subscriptions.push(this);
   }
 
+  /** A single cursor (no selection) in a document the server serves: report where it goes. */
+  private onSelection(e: vscode.TextEditorSelectionChangeEvent): void {
+    const sel = e.selections;
+    if (sel.length !== 1 || !sel[0].isEmpty) return;
+    const doc = e.textEditor.document;
+    if (vscode.languages.match(documentSelector(config().get('languages')), doc) <= 0) return;
+    this.cursor.moved(doc.uri.toString(), sel[0].active.line, sel[0].active.character);
+  }
+
   dispose(): void {
+    this.cursor.dispose();
     this.stopPolling();
     void this.stop();
     for (const d of this.disposables) d.dispose();

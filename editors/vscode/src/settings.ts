@@ -26,6 +26,7 @@ export interface FastcoderServerSettings {
   tokenHealing?: boolean;
   typeThrough?: boolean;
   warmCache?: boolean;
+  warmOnCursor?: boolean;
   deadlineMs?: number;
   maxIncrementalFiles?: number;
   maxFileBytes?: number;
@@ -36,7 +37,7 @@ export interface FastcoderServerSettings {
 }
 
 /** Boolean settings passed through as they are. */
-const BOOLEAN_KEYS = ['tokenHealing', 'typeThrough', 'warmCache'] as const;
+const BOOLEAN_KEYS = ['tokenHealing', 'typeThrough', 'warmCache', 'warmOnCursor'] as const;
 /** Non-negative integer settings passed through as they are. */
 const INTEGER_KEYS = ['deadlineMs', 'maxIncrementalFiles', 'maxFileBytes'] as const;
 

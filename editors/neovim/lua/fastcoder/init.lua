@@ -531,6 +531,59 @@ function M.ghost_stats(bufnr)
   return { cancelled = state.cancelled or 0, stale_answers = state.stale_answers or 0, hidden = state.hidden or 0 }
 end
 
+-- ---------------------------------------------------------------------------------------------
+-- Where the cursor rests
+
+M.CURSOR_METHOD = "fastcoder/cursor"
+--- Milliseconds the cursor must stay put before its position is sent (lsp_server/bench_latency.py CURSOR_REST_S).
+M.CURSOR_REST_MS = 150
+
+--- Tell the server where the cursor comes to rest (`fastcoder/cursor`), so that it prefills the prompt there
+--- before the first keystroke: a jump to another function otherwise makes the first request after it prefill
+--- ~900 cold prompt tokens. Debounced; the same place is sent again only after an edit. The server ignores it
+--- when its setting warmOnCursor is false.
+local function setup_cursor_report(bufnr, client)
+  local timer = uv.new_timer()
+  local last = nil
+  local group = vim.api.nvim_create_augroup("fastcoder_cursor_" .. bufnr, { clear = true })
+  local function send()
+    if not vim.api.nvim_buf_is_valid(bufnr) or vim.api.nvim_get_current_buf() ~= bufnr then
+      return
+    end
+    if client.is_stopped and client.is_stopped(client) then
+      return
+    end
+    local params = position_params(bufnr, client)
+    params.context = nil
+    local key = string.format("%d:%d:%d", vim.api.nvim_buf_get_changedtick(bufnr), params.position.line,
+      params.position.character)
+    if key == last then
+      return
+    end
+    last = key
+    pcall(client_notify, client, M.CURSOR_METHOD, params)
+  end
+  vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      timer:stop()
+      timer:start(M.CURSOR_REST_MS, 0, vim.schedule_wrap(send))
+    end,
+  })
+  vim.api.nvim_create_autocmd(has("0.8") and { "BufUnload", "LspDetach" } or { "BufUnload" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      timer:stop()
+      if not timer:is_closing() then
+        timer:close()
+      end
+      pcall(vim.api.nvim_del_augroup_by_id, group)
+    end,
+  })
+end
+
 local function setup_ghost_guard(bufnr, client)
   M.guard_client(client)
   local group = vim.api.nvim_create_augroup("fastcoder_ghost_" .. bufnr, { clear = true })
@@ -571,6 +624,9 @@ end
 --- Buffer-local setup once the fastcoder client is attached to bufnr.
 function M.on_attach(bufnr, client)
   local keys = M.config.keys or {}
+  if client then
+    setup_cursor_report(bufnr, client)
+  end
   if M.has_inline_completion() then
     if client then
       setup_ghost_guard(bufnr, client) -- before enable(): see setup_ghost_guard
@@ -629,8 +685,8 @@ local function start_legacy(bufnr, cmd)
   -- 0.7
   local client = legacy_client_id and vim.lsp.get_client_by_id(legacy_client_id)
   if not client or client.is_stopped(client) then
-    config.on_attach = function(_, buf)
-      M.on_attach(buf)
+    config.on_attach = function(client, buf)
+      M.on_attach(buf, client)
     end
     legacy_client_id = vim.lsp.start_client(config)
   end

@@ -55,6 +55,7 @@ function mockVscode(rec: Recorded, settings: Record<string, unknown>, folders: s
       showWarningMessage: () => Promise.resolve(undefined),
       showInformationMessage: () => Promise.resolve(undefined),
       setStatusBarMessage: () => disposable,
+      onDidChangeTextEditorSelection: () => disposable,
     },
     commands: {
       registerCommand: (id: string, fn: (...args: unknown[]) => unknown) => {
@@ -70,6 +71,7 @@ function mockVscode(rec: Recorded, settings: Record<string, unknown>, folders: s
       getConfiguration: () => ({ get: (key: string, dflt?: unknown) => (key in settings ? settings[key] : dflt), update: () => Promise.resolve() }),
       workspaceFolders: folders.map((f) => ({ uri: { fsPath: f } })),
       onDidChangeConfiguration: () => disposable,
+      onDidChangeTextDocument: () => disposable,
     },
   };
   return new Proxy(api, { get: (t, prop: string) => (prop in t ? t[prop] : anything()) });
