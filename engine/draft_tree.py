@@ -290,9 +290,7 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     if sized:
         lib = native.library()
         if lib is not None and type(estimator) is AcceptanceEstimator:
-            from .native.tree import build_sized_parts  # noqa: PLC0415  (it imports this module)
-
-            tree = build_sized_parts(lib, parts, budget, min_prob, estimator, cost)
+            tree = _native_tree_module().build_sized_parts(lib, parts, budget, min_prob, estimator, cost)
             if tree is not None:
                 return tree
         tree = _build_sized(parts, budget, min_prob, estimator, cost)
@@ -328,6 +326,20 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
         token[order], new_index[parent[order]], depth[order], source[order].astype(np.uint8), weight[order],
         keys[order] if keys is not None else None,
         probs=probs[order] if probs is not None else None)
+
+
+_NATIVE_TREE: list = []
+
+
+def _native_tree_module():
+    """:mod:`engine.native.tree` (it imports this module, so it is imported on first use). Kept here: an
+    ``import`` statement in the per-step builder ran importlib's Python code on every decode step, one more
+    code path cold after each forward."""
+    if not _NATIVE_TREE:
+        from .native import tree  # noqa: PLC0415
+
+        _NATIVE_TREE.append(tree)
+    return _NATIVE_TREE[0]
 
 
 def _trie(parts: Sequence[Candidates], sized: bool):

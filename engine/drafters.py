@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from .context_match import SuffixMatchIndex
+from .cost_model import CONTEXT_BUCKET
 from .datastore import MatchState
 from .history import (CompletionHistory, continuation_candidates, count_continuations, longest_agreement,
                       sequences_from)
@@ -310,6 +311,7 @@ class FastCoderDrafter:
         self.skipped = 0
         self._prompt_len = 0
         self._chunk_from = 0
+        self._cost_of = self._cost_bucket = self._cost_at = None  # the curve at the last context's bucket
 
     def reset(self, prompt: np.ndarray) -> None:
         self.context_index.reset(prompt)
@@ -344,7 +346,12 @@ class FastCoderDrafter:
     def propose(self, context: np.ndarray) -> DraftTree:
         """The draft tree for ``context`` ((T,) int64: prompt + output so far), sized against the verify
         cost at a KV cache of T tokens (:meth:`engine.cost_model.VerifyCost.at`) when sized by cost."""
-        cost = self.cost.at(len(context)) if self.cost is not None else None
+        cost = self.cost
+        if cost is not None:  # VerifyCost.at depends on len(context) // CONTEXT_BUCKET only: kept per bucket
+            bucket = len(context) // CONTEXT_BUCKET
+            if cost is not self._cost_of or bucket != self._cost_bucket:
+                self._cost_of, self._cost_bucket, self._cost_at = cost, bucket, cost.at(len(context))
+            cost = self._cost_at
         return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost)
 
     def candidates(self, context: np.ndarray) -> list[Candidates]:

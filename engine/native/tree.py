@@ -38,7 +38,11 @@ class _NativeScratch:
         self.match_edges = np.asarray(MATCH_EDGES, dtype=np.int64)
         self.fits = (rows, width, parts, table)
         self.curve_table = None  # the curve's own cached table that ia[25] points at (None: self.table)
+        self.curve_cost = None  # the curve object whose table ia[25] points at (its tables are not changed in place)
+        self.curve_len = 0  # entries of that table
         self.estimator = None  # the estimator whose counts' addresses ia holds
+        self.strengths = None  # (prior, pool strength) in da[0:2]
+        self.limits = None  # (budget, min_prob) in ia[24], da[4]
         a = lambda arr: arr.ctypes.data  # noqa: E731
         self.ia = np.zeros(35, dtype=np.int64)
         self.ia[[2, 3, 4, 6, 7, 8, 9]] = [a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]),
@@ -59,17 +63,22 @@ class _NativeScratch:
     def use_estimator(self, estimator: AcceptanceEstimator) -> bool:
         """Point the arguments at ``estimator``'s Beta counts; False when they are not float64 C-contiguous
         arrays of matching lengths (checked once per estimator and arrays)."""
-        beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
         held = self.estimator
-        if held is not None and held[0] is estimator and all(x is y for x, y in zip(held[1], beta)):
-            self.da[0], self.da[1] = estimator.prior_strength, estimator.pool_strength
-            return True
+        if held is not None and held[0] is estimator:  # the usual case: plain comparisons, numpy written on change
+            b = held[1]
+            if (b[0] is estimator.accepted and b[1] is estimator.tried and b[2] is estimator.pooled_accepted
+                    and b[3] is estimator.pooled_tried):
+                strengths = (estimator.prior_strength, estimator.pool_strength)
+                if strengths != self.strengths:
+                    self.da[0], self.da[1] = self.strengths = strengths
+                return True
+        beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
         if not (all(type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous for x in beta)
                 and len(beta[0]) == len(beta[1]) and len(beta[2]) == len(beta[3])):
             return False
         self.ia[[16, 17, 18, 19, 20, 21]] = [beta[0].ctypes.data, beta[1].ctypes.data, len(beta[0]),
                                              beta[2].ctypes.data, beta[3].ctypes.data, len(beta[2])]
-        self.da[0], self.da[1] = estimator.prior_strength, estimator.pool_strength
+        self.da[0], self.da[1] = self.strengths = (estimator.prior_strength, estimator.pool_strength)
         self.estimator = (estimator, beta)
         return True
 
@@ -124,6 +133,7 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
     ia = sc.ia
     ia[0], ia[1], ia[5], ia[24] = n_rows, width, n_parts, budget
     sc.da[4] = min_prob
+    sc.limits = (budget, min_prob)
     kept = lib.fc_build_sized_packed(*sc.args)
     return _tree_from(sc, kept)
 
@@ -133,15 +143,19 @@ def _point_table(sc: _NativeScratch, cost, m: int) -> None:
     least c(0..m): the curve's own cached table (:meth:`engine.cost_model.VerifyCost.upto`, the same values
     as ``cost.c``) where it has one, re-pointed only when that table changes; else ``sc.table`` filled from
     ``cost.c`` (``m`` < ``sc.fits[3]``)."""
+    if sc.curve_cost is cost and sc.curve_len > m:  # the same curve object as the last call: its table still serves
+        return
     upto = getattr(cost, "upto", None)
     if upto is None:
         sc.table[:m + 1] = cost.c(np.arange(m + 1))
-        sc.ia[25], sc.ia[26], sc.curve_table = sc.table.ctypes.data, m + 1, None
+        sc.ia[25], sc.ia[26], sc.curve_table, sc.curve_cost = sc.table.ctypes.data, m + 1, None, None
+        sc.curve_len = m + 1
         return
     view = upto(m)
     table = view.base if view.base is not None else view
     if sc.curve_table is not table:
         sc.ia[25], sc.ia[26], sc.curve_table = table.ctypes.data, len(table), table
+    sc.curve_cost, sc.curve_len = cost, len(table)
 
 
 def _tree_from(sc: _NativeScratch, kept: int) -> DraftTree | None:
@@ -149,7 +163,7 @@ def _tree_from(sc: _NativeScratch, kept: int) -> DraftTree | None:
     ``keys`` and ``probs``) when the trie had no node, None when the C code returned an error (< 0)."""
     if kept < 0:
         return None
-    if sc.n_nodes[0] == 0:  # only empty rows
+    if kept == 0:  # only empty rows, or no node worth its cost
         tree = DraftTree.empty()
         tree.keys, tree.probs = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return tree
@@ -211,8 +225,8 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
     sc.weights[:n_parts] = weights
     _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
     ia = sc.ia
-    ia[24] = budget
-    sc.da[4] = min_prob
+    if (budget, min_prob) != sc.limits:  # numpy written on change only
+        ia[24], sc.da[4] = sc.limits = (budget, min_prob)
     kept = lib.fc_build_sized_parts(*sc.args, *sc.parts_args, n_parts, SIZED_MAX_ROWS, SIZED_MAX_DEPTH,
                                     sc.fits[0], sc.fits[1])
     return _tree_from(sc, kept)
