@@ -150,6 +150,35 @@ def test_sized_builder_from_raw_sources_equals_python_and_reference(parts, budge
         assert got == tree_fields(reference_build_draft_tree(parts, budget, min_prob, est, COST))
 
 
+@settings(max_examples=60, deadline=None)
+@given(raw_sources(), st.integers(1, 64), st.sampled_from([0.0, 0.2]), st.integers(0, 3))
+def test_sized_builder_reading_the_sources_own_memory_equals_python(parts, budget, min_prob, seed):
+    """Sources that do not fit the builder's copy scratch are read where they lie (their own strides and
+    dtypes): the same trees as the Python builder."""
+    if native.library() is None:
+        pytest.skip("no C compiler: the native builder is not built here")
+    from engine.native import tree as native_tree
+
+    parts = [p for p in parts if p.tokens.size and len(p.counts)]
+    est = _trained(seed)
+    saved_scratch = getattr(native_tree._local, "scratch", None)
+    tiny = native_tree._NativeScratch()
+    tiny.src_tokens, tiny.src_int_counts = tiny.src_tokens[:3], tiny.src_int_counts[:1]  # room for almost nothing
+    tiny.src_float_counts = tiny.src_float_counts[:1]
+    native_tree._local.scratch = tiny
+    try:
+        got = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST))
+    finally:
+        native_tree._local.scratch = saved_scratch
+    saved = native._state.get("lib")
+    native._state["lib"] = None
+    try:
+        python = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST))
+    finally:
+        native._state["lib"] = saved
+    assert got == python
+
+
 def _parts(counts_a, counts_b):
     a = Candidates(np.array([[1, 2, 3, -1], [1, 2, 4, 5], [1, 6, -1, -1]]), np.array(counts_a, float), 2.0,
                    SOURCE_REPO, 4)

@@ -56,6 +56,12 @@ class _NativeScratch:
         self.da = np.zeros(5, dtype=np.float64)
         self.da[2:4] = [ALTERNATIVE_PRIOR, PRIOR_SCALE]
         self.args = (a(self.ia), a(self.da))
+        # the sources' rows and counts copied here (fixed addresses: a numpy array's .ctypes.data is one more
+        # code path cold after each forward, ~25 us; a slice assignment's is warm from the context copy's)
+        self.src_tokens = np.zeros(parts * rows * width, dtype=np.int64)
+        self.src_int_counts = np.zeros(parts * rows, dtype=np.int64)
+        self.src_float_counts = np.zeros(parts * rows, dtype=np.float64)
+        self.src_addrs = (a(self.src_tokens), a(self.src_int_counts), a(self.src_float_counts))
         self.parts = np.zeros(parts * 10, dtype=np.int64)  # fc_build_sized_parts: 10 fields per source
         self.weights = np.zeros(parts, dtype=np.float64)
         self.parts_args = (a(self.parts), a(self.weights))
@@ -198,6 +204,9 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
         return None
     fields: list = []
     weights: list = []
+    src_tokens, src_ints, src_floats = sc.src_tokens, sc.src_int_counts, sc.src_float_counts
+    tok_addr, int_addr, float_addr = sc.src_addrs
+    at_tok = at_int = at_float = 0
     for c in parts:
         tokens, counts = c.tokens, c.counts
         if type(tokens) is not np.ndarray or type(counts) is not np.ndarray or counts.ndim != 1:
@@ -205,21 +214,31 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
         dt, kind = tokens.dtype, counts.dtype
         if (dt != _I64 and dt != _I32) or (kind != _I64 and kind != _F64):
             return None
-        item = dt.itemsize
         if tokens.ndim == 2:
-            strides = tokens.strides
-            if strides[1] != item or strides[0] % item:
-                return None
-            n_rows, width, stride = tokens.shape[0], tokens.shape[1], strides[0] // item
-        elif tokens.ndim == 1 and tokens.strides[0] == item:
+            n_rows, width = tokens.shape
+        elif tokens.ndim == 1:
             n_rows, width = 1, tokens.shape[0]
-            stride = width
         else:
             return None
-        if counts.strides[0] != kind.itemsize:
-            return None
-        fields += (tokens.ctypes.data, item, stride, n_rows, width, counts.ctypes.data, int(kind == _F64),
-                   counts.shape[0], int(c.source), int(c.match_length))
+        size, n_counts = n_rows * width, counts.shape[0]
+        if at_tok + size <= len(src_tokens) and max(at_int, at_float) + n_counts <= len(src_ints):
+            src_tokens[at_tok:at_tok + size] = tokens.reshape(-1)
+            if kind == _F64:
+                src_floats[at_float:at_float + n_counts] = counts
+                counts_addr, at_float = float_addr + 8 * at_float, at_float + n_counts
+            else:
+                src_ints[at_int:at_int + n_counts] = counts
+                counts_addr, at_int = int_addr + 8 * at_int, at_int + n_counts
+            fields += (tok_addr + 8 * at_tok, 8, width, n_rows, width, counts_addr, int(kind == _F64), n_counts,
+                       int(c.source), int(c.match_length))
+            at_tok += size
+        else:  # more than the scratch holds: the arrays' own memory
+            item = dt.itemsize
+            row_stride = tokens.strides[0] if tokens.ndim == 2 else size * item
+            if (tokens.strides[-1] != item or row_stride % item or counts.strides[0] != kind.itemsize):
+                return None
+            fields += (tokens.ctypes.data, item, row_stride // item, n_rows, width, counts.ctypes.data,
+                       int(kind == _F64), n_counts, int(c.source), int(c.match_length))
         weights.append(c.weight)
     sc.parts[:len(fields)] = fields
     sc.weights[:n_parts] = weights
