@@ -185,13 +185,14 @@ class CompletionHistory:
         in tokens. None when no suffix of at least ``min_match`` tokens occurred followed by a token."""
         if len(context) == 0 or draft_len < 1:
             return None
+        ctx = context[-self.n_max:].tolist()  # (the same path as the cache's search: warm by now)
         with self._lock:
-            starts = self._starts.get(int(context[-1]))
+            starts = self._starts.get(ctx[-1])
             if not starts:
                 return None
             starts = starts[-self.max_candidates:]
             buf = self._buf
-            best, found = longest_agreement(buf, starts, context[-self.n_max:].tolist(), 1)
+            best, found = longest_agreement(buf, starts, ctx, 1)
             conts = count_continuations(buf, found, min(draft_len, max(1, int(self.factor * best))))
         if best < self.min_match:
             return None
