@@ -21,15 +21,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from lsp_server.demo import ServerSession, function_body_starts, pick_file  # noqa: E402
-
-MODEL = ROOT.parent / "shared" / "models" / "tiny-py-coder"
+from lsp_server.demo import ServerSession, default_model, function_body_starts, pick_file  # noqa: E402
+from lsp_server.server import CURSOR_METHOD  # noqa: E402
 
 
 async def run(repo: Path, bodies: int, notify: bool) -> dict:
     file = pick_file(repo)
     text = file.read_text(encoding="utf-8")
-    session = await ServerSession.start(repo, {"model": str(MODEL), "commonDatastore": "stdlib"})
+    session = await ServerSession.start(repo, {"model": default_model(ROOT), "commonDatastore": "stdlib"})
     try:
         await session.wait_ready(600)
         uri = session.open(file, text)
@@ -39,7 +38,7 @@ async def run(repo: Path, bodies: int, notify: bool) -> dict:
         for line in function_body_starts(text, bodies):
             indent = len(lines[line]) - len(lines[line].lstrip())
             if notify:
-                session.client.protocol.notify("fastcoder/cursor", {
+                session.client.protocol.notify(CURSOR_METHOD, {
                     "textDocument": {"uri": uri}, "position": {"line": line, "character": indent}})
             await asyncio.sleep(1.0)
             session.type_text(uri, line, indent, lines[line][indent])

@@ -38,6 +38,7 @@ from lsprotocol import types
 
 from .demo import ServerSession, default_model, function_body_starts, pick_file
 from .host import LATENCY_PARTS
+from .server import CURSOR_METHOD
 
 CONFIGS = {
     "all features": {},
@@ -51,7 +52,6 @@ NVIM_DEBOUNCE_S = 0.2
 #: The clients' debounce of ``fastcoder/cursor`` (editors/vscode/src/extension.ts, editors/neovim/lua): seconds
 #: after the cursor stops moving.
 CURSOR_REST_S = 0.15
-CURSOR_METHOD = "fastcoder/cursor"
 
 
 @dataclass

@@ -20,6 +20,18 @@ def test_type_through_rules():
     assert type_through(shown, "u", 3, "    x = comp", ")") is None  # the text after the cursor changed
 
 
+def _wait_counter(server: RawServer, name: str, at_least: int) -> dict:
+    """``fastcoder/status`` once counter ``name`` reaches ``at_least`` (polled, 30 s at most)."""
+    status: dict = {}
+    for _ in range(600):
+        status = server.request("fastcoder/status")["result"]
+        if status["counters"].get(name, 0) >= at_least:
+            break
+        with server._cond:
+            server._cond.wait(0.05)
+    return status
+
+
 BODY = ("def area(width, height):\n    return width * height\n\n\n"
         "def perimeter(width, height):\n    return 2 * (width + height)\n\n\n"
         "def volume(width, height, depth):\n    ")
@@ -36,13 +48,7 @@ def test_typing_what_the_suggestion_says_is_answered_without_the_model(tmp_path,
         uri = server.open(ws / "shapes.py", BODY)
         line, col = BODY.count("\n"), 4
         # the open document is prefilled in the background before anything is asked
-        deadline_status = None
-        for _ in range(600):
-            deadline_status = server.request("fastcoder/status")["result"]
-            if deadline_status["counters"].get("warm_prefills", 0) >= 1:
-                break
-            with server._cond:
-                server._cond.wait(0.05)
+        deadline_status = _wait_counter(server, "warm_prefills", 1)
         assert deadline_status["counters"].get("warm_prefills", 0) >= 1
         first = server.request("textDocument/inlineCompletion", {
             "textDocument": {"uri": uri}, "position": {"line": line, "character": col},
@@ -129,17 +135,6 @@ def test_cancelling_a_request_another_one_types_through_does_not_cancel_that_one
         if server.proc.poll() is None:
             server.proc.kill()
 
-
-def _wait_counter(server: RawServer, name: str, at_least: int) -> dict:
-    """``fastcoder/status`` once counter ``name`` reaches ``at_least`` (polled, 30 s at most)."""
-    status: dict = {}
-    for _ in range(600):
-        status = server.request("fastcoder/status")["result"]
-        if status["counters"].get(name, 0) >= at_least:
-            break
-        with server._cond:
-            server._cond.wait(0.05)
-    return status
 
 
 @pytest.mark.slow

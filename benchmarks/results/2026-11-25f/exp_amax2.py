@@ -1,14 +1,19 @@
 # Experiment script (2026-11-25 night, benchmarks/README.md "Update 2026-11-25 (night)"): run from the repository root.
 import time, numpy as np, torch, ctypes
+import importlib.util, pathlib, subprocess, tempfile
+from lsp_server.demo import default_model
+HERE = pathlib.Path(__file__).resolve().parent
 torch.set_num_threads(1)
 from engine.model import load_model
 from engine.kv_cache import new_kv_cache
 from engine.decoder import decode_one_token, prefill
-lib = ctypes.CDLL("/tmp/fc/am/am.so"); lib.fc_argmax_rows.argtypes=[ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]; lib.fc_argmax_rows.restype=None
+so = pathlib.Path(tempfile.mkdtemp()) / "am.so"
+subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(so), str(HERE / "exp_am.c")], check=True)
+lib = ctypes.CDLL(str(so)); lib.fc_argmax_rows.argtypes=[ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]; lib.fc_argmax_rows.restype=None
 out = np.zeros(64, np.int64); optr = out.ctypes.data
-loaded = load_model("/work/shared/models/tiny-py-coder", device="cpu")
+loaded = load_model(default_model(HERE.parents[2]), device="cpu")  # ../shared/models/tiny-py-coder beside the clone
 model=loaded.model
-src=open('/work/main/.venv/lib/python3.11/site-packages/jinja2/compiler.py').read()
+src = (pathlib.Path(importlib.util.find_spec("jinja2").origin).parent / "compiler.py").read_text()
 ids = loaded.tokenizer(src)["input_ids"][:900]
 cache = new_kv_cache(model, 1200)
 res={"cur":[], "c":[]}

@@ -4,9 +4,12 @@ torch.set_num_threads(1)
 from engine.model import load_model
 from engine.kv_cache import new_kv_cache
 from engine.decoder import decode_one_token, prefill
-loaded = load_model("/work/shared/models/tiny-py-coder", device="cpu")
+import importlib.util, pathlib, subprocess, tempfile
+from lsp_server.demo import default_model
+HERE = pathlib.Path(__file__).resolve().parent
+loaded = load_model(default_model(HERE.parents[2]), device="cpu")  # ../shared/models/tiny-py-coder beside the clone
 model=loaded.model
-src=open('/work/main/.venv/lib/python3.11/site-packages/jinja2/compiler.py').read()
+src = (pathlib.Path(importlib.util.find_spec("jinja2").origin).parent / "compiler.py").read_text()
 ids = loaded.tokenizer(src)["input_ids"][:900]
 cache = new_kv_cache(model, 1200)
 a = np.zeros((4, 16), np.int64); b = np.zeros(200, np.int64)

@@ -542,8 +542,21 @@ M.CURSOR_REST_MS = 150
 --- before the first keystroke: a jump to another function otherwise makes the first request after it prefill
 --- ~900 cold prompt tokens. Debounced; the same place is sent again only after an edit. The server ignores it
 --- when its setting warmOnCursor is false.
+local cursor_timers = {} -- bufnr -> its debounce timer (closed when the buffer is attached again)
+
+local function close_timer(timer)
+  timer:stop()
+  if not timer:is_closing() then
+    timer:close()
+  end
+end
+
 local function setup_cursor_report(bufnr, client)
+  if cursor_timers[bufnr] then
+    close_timer(cursor_timers[bufnr])
+  end
   local timer = uv.new_timer()
+  cursor_timers[bufnr] = timer
   local last = nil
   local group = vim.api.nvim_create_augroup("fastcoder_cursor_" .. bufnr, { clear = true })
   local function send()
@@ -575,9 +588,9 @@ local function setup_cursor_report(bufnr, client)
     group = group,
     buffer = bufnr,
     callback = function()
-      timer:stop()
-      if not timer:is_closing() then
-        timer:close()
+      close_timer(timer)
+      if cursor_timers[bufnr] == timer then
+        cursor_timers[bufnr] = nil
       end
       pcall(vim.api.nvim_del_augroup_by_id, group)
     end,
