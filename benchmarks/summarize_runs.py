@@ -6,7 +6,8 @@ Usage (from the repository root)::
 
 One row per file (task kind, repository): tokens generated, every method's speedup over ``ar``, the
 flagship's and its strongest rival's accepted length and draft tokens per step, the flagship's
-drafting share of decode time, its speed relative to the best other method, and whether every
+drafting share of decode time (all its drafting, and in brackets the part done in decode steps, without the
+reset over the prompt and the prefill's draft; older files have no bracket), its speed relative to the best other method, and whether every
 method reproduced ``ar``'s tokens; then every method's ms per generated token and end-to-end ms per
 completion, geometric means over the files (absolute speed, which a ratio to ``ar`` hides when the forward
 itself gets faster). Plain standard library; prints Markdown.
@@ -41,7 +42,9 @@ def row(run: dict, flagship: str) -> tuple[tuple, str, list[str], str | None]:
     if flag and rival:
         cells += [f"{flag['mean_accepted_length']:.2f} / {methods[rival]['mean_accepted_length']:.2f}",
                   f"{flag.get('mean_draft_size', 0):.1f} / {methods[rival].get('mean_draft_size', 0):.1f}",
-                  f"{100 * flag.get('retrieval_share', 0):.1f}%",
+                  f"{100 * flag.get('retrieval_share', 0):.1f}%"
+                  + (f" ({100 * flag['step_retrieval_share']:.1f}%)" if flag.get("step_retrieval_share") is not None
+                     else ""),
                   f"{speed[flagship] / others[rival]:.2f} ({rival})"]
     cells.append("yes" if lossless else "NO")
     return (KIND_ORDER.get(kind, 9), repo), "| " + " | ".join(cells) + " |", names, rival
@@ -60,7 +63,7 @@ def main(argv=None) -> int:
         rows.append((key, text))
     head = ["task kind", "repository", "tokens"] + list(names) + [
         f"accepted length {args.flagship} / best other", f"draft tokens per step {args.flagship} / best other",
-        f"{args.flagship} drafting share", f"{args.flagship} vs best other", "lossless"]
+        f"{args.flagship} drafting share (in steps)", f"{args.flagship} vs best other", "lossless"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for _, text in sorted(rows):

@@ -416,6 +416,7 @@ class SpeculativeDecoder:
             prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.loaded.device)
             pending = self._choose(prefill(model, cache, prompt), params, generator, remaining)
         t_prefill = time.perf_counter()
+        setup_s = retrieval_s  # drafting done within the prefill phase: the drafter's reset, the prefill's draft
         if ended:
             finish = "eos" if len(out) < max_new else "length"
         elif prefill_accepted and cancel is not None and cancel.is_set():
@@ -473,6 +474,7 @@ class SpeculativeDecoder:
         self._keep_prompt_kv(doc, ids, cache)
         res = self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
                            truncated, stop, skip)
+        res.stats["retrieval_prefill_ms"] = _ms(setup_s)
         res.stats["reused_prompt_tokens"] = reused
         res.stats["prefill_draft_accepted"] = prefill_accepted
         res.stats["draft_sizes"] = draft_sizes

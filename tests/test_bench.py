@@ -114,9 +114,10 @@ def test_parse_methods():
         bench.parse_methods("ar,medusa")
 
 
-def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=None):
+def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=None, retrieval_prefill_ms=0.0):
     return {"task_id": "t", "file": "f", "function": "g", "prompt_tokens": 10, "new_tokens": new_tokens,
             "prefill_ms": 5.0, "decode_ms": decode_ms, "wall_ms": decode_ms + 5, "retrieval_ms": retrieval_ms,
+            "retrieval_prefill_ms": retrieval_prefill_ms,
             "forward_passes": passes, "accepted_lengths": [1] * passes, "draft_sizes": [2] * passes,
             "hits": hits or {}, "finish_reason": "length", "peak_rss_mb": 100.0, "cache_bytes": None,
             "lossless": lossless, "first_divergence": None if lossless else 3, "token_ids": [1]}
@@ -124,7 +125,7 @@ def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=No
 
 def test_summarize_ratios_of_totals():
     records = {"ar": [_rec(11, 100.0, 10), _rec(21, 200.0, 20)],
-               "fastcoder": [_rec(11, 50.0, 5, retrieval_ms=5.0, hits={"repo": 3}),
+               "fastcoder": [_rec(11, 50.0, 5, retrieval_ms=5.0, hits={"repo": 3}, retrieval_prefill_ms=1.0),
                              _rec(21, 50.0, 5, lossless=False, retrieval_ms=5.0, hits={"cache": 2})]}
     out = bench.summarize(records)
     ar, fc = out["ar"], out["fastcoder"]
@@ -135,6 +136,8 @@ def test_summarize_ratios_of_totals():
     assert ar["mean_accepted_length"] == pytest.approx(1.0)
     assert fc["retrieval_ms_per_step"] == pytest.approx(1.0)
     assert fc["retrieval_share"] == pytest.approx(0.1)
+    # the drafting done in the prefill phase (the drafter's reset, the prefill's draft) is not step time
+    assert fc["step_retrieval_ms_per_step"] == pytest.approx(0.9) and fc["step_retrieval_share"] == pytest.approx(0.09)
     assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0, "adaptive": 0, "suffix": 0,
                           "history": 0}
     assert ar["lossless"] is True and fc["lossless"] is False and fc["lossless_tasks"] == 1

@@ -81,6 +81,8 @@ def test_typing_the_suggestion_gets_the_rest_from_the_prefill_forward(tiny_coder
         assert got.token_ids == want.token_ids and got.finish_reason == want.finish_reason
         assert got.stats["reused_prompt_tokens"] >= len(typed) - PREFILL_DRAFT_MAX_TOKENS
         assert got.stats["prefill_draft_accepted"] >= 1
+        # the prefill's draft is drafting time of the prefill phase, reported apart from the steps'
+        assert 0 < got.stats["retrieval_prefill_ms"] <= got.stats["retrieval_ms"]
         assert got.stats["forward_passes"] < len(got.token_ids) - got.stats["prefill_draft_accepted"]
         # a draft longer than max_new_tokens is cut at it
         short = fc.generate(typed, max_new_tokens=2, cache=doc)

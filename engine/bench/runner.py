@@ -242,6 +242,7 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
         "decode_ms": float(stats.get("decode_ms", 0.0)),
         "wall_ms": raw["wall_ms"],
         "retrieval_ms": float(stats.get("retrieval_ms", 0.0) or 0.0),
+        "retrieval_prefill_ms": float(stats.get("retrieval_prefill_ms", 0.0) or 0.0),
         "forward_passes": int(stats.get("forward_passes", 0)),
         "accepted_lengths": [int(a) for a in stats.get("accepted_lengths", []) or []],
         "draft_sizes": [int(a) for a in stats.get("draft_sizes", []) or []],
@@ -371,12 +372,18 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
     decode ms and mean wall ms of one ``generate`` call (prefill + decode + overhead: what an editor
     waits for one completion); ``mean_accepted_length`` = tokens committed by decode forwards
     (new tokens minus the prefill's one, plus a closing EOS, per task) / decode forwards (bonus token
-    included, so ``ar`` is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms. The HF prompt-lookup
+    included, so ``ar`` is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms (the
+    drafting done in the prefill phase, ``retrieval_prefill_ms``, included); ``step_retrieval_share`` = the
+    drafting done in decode steps (propose, observe, the generation's end) / total decode ms, the share of
+    step time issue #9 bounds; ``step_retrieval_ms_per_step`` the same per decode forward. The HF prompt-lookup
     baseline reports no per-step lengths, so it has no histogram.
     """
     new_tokens = sum(r["new_tokens"] for r in recs)
     decode_ms = sum(r["decode_ms"] for r in recs)
     retrieval_ms = sum(r["retrieval_ms"] for r in recs)
+    # drafting inside the prefill phase (the drafter's reset over the prompt, the prefill's own draft)
+    retrieval_prefill_ms = sum(r.get("retrieval_prefill_ms", 0.0) for r in recs)
+    step_retrieval_ms = retrieval_ms - retrieval_prefill_ms
     steps = [a for r in recs for a in r["accepted_lengths"]]
     forward_passes = sum(r["forward_passes"] for r in recs)
     # the first token is the prefill's; an EOS that ends a run was committed by a decode forward too
@@ -408,6 +415,9 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
         "retrieval_ms": retrieval_ms,
         "retrieval_ms_per_step": retrieval_ms / n_steps if n_steps else None,
         "retrieval_share": retrieval_ms / decode_ms if decode_ms else None,
+        "retrieval_prefill_ms": retrieval_prefill_ms,
+        "step_retrieval_ms_per_step": step_retrieval_ms / n_steps if n_steps else None,
+        "step_retrieval_share": step_retrieval_ms / decode_ms if decode_ms else None,
         "mean_draft_size": statistics.fmean(sizes) if sizes else None,
         "hits": hits,
         "peak_rss_mb": max((r["peak_rss_mb"] for r in recs), default=None),
