@@ -20,10 +20,10 @@ pytestmark = pytest.mark.skipif(native.library() is None, reason="no native libr
 
 def both(ds: Datastore, context, state_native=None, state_python=None, **kw):
     """(native, Python) results of one search of ``ds`` (its rows cache cleared, so both read)."""
-    ds._native, ds._rows_cache = None, {}
-    assert ds._native_search() is not None, "the native search is not used"
+    ds._native, ds._native_match, ds._rows_cache = None, None, {}
+    assert ds._native_search() is not None and ds._native_match_search() is not None, "the native search is not used"
     a = ds.search(context, state=state_native, **kw)
-    ds._native, ds._rows_cache = False, {}
+    ds._native, ds._native_match, ds._rows_cache = False, False, {}
     b = ds.search(context, state=state_python, **kw)
     return a, b
 
@@ -74,6 +74,8 @@ def test_a_native_search_carried_across_steps_equals_the_python_one(stream, sa64
                                             n_max=8, n_min=1 + i % 2, draft_len=1 + seed % 5, max_matches=5)
         assert same(native_result, python_result)
         assert s_native.match == s_python.match and s_native.bound == s_python.bound
+        assert s_native.length == s_python.length and np.array_equal(s_native.tail, s_python.tail)
+        assert (s_native.searches, s_native.incremental) == (s_python.searches, s_python.incremental)
 
 
 def test_native_rows_are_counted_and_ordered_like_count_rows():
@@ -86,3 +88,20 @@ def test_native_rows_are_counted_and_ordered_like_count_rows():
     assert native_result.match_length == 2 and native_result.total_matches == 5
     assert native_result.continuations.tolist() == [[3, 4, -1], [3, 4, 7], [5, -1, -1]]
     assert native_result.counts.tolist() == [2, 1, 1]
+
+
+def test_a_carried_search_after_a_long_gap_or_a_python_search_gives_the_fresh_answer():
+    """More tokens appended than the native search is handed (NATIVE_CONTEXT_MAX), and a state last written by
+    the Python path (a list context): the native search starts afresh and still finds the fresh match."""
+    from engine.datastore.matching import NATIVE_CONTEXT_MAX
+
+    rng = np.random.default_rng(0)
+    doc = rng.integers(0, 50, 3000)
+    ds = Datastore.from_documents([doc], 50)
+    state = MatchState()
+    for ctx in (doc[:40], doc[:40 + NATIVE_CONTEXT_MAX + 100], doc[:2000].tolist(), doc[:2010], doc[:2011]):
+        got = ds.search(np.asarray(ctx, dtype=np.int64) if not isinstance(ctx, list) else ctx, n_max=16,
+                        draft_len=4, state=state)
+        want = ds.search(np.asarray(ctx, dtype=np.int64), n_max=16, draft_len=4)
+        assert same(got, want) and got.match_length == 16
+    assert state.searches == 5 and state.incremental == 2  # the last two extend the one before

@@ -27,6 +27,11 @@ search probes that length first, inside the previous interval when the pattern e
 match (one ``sa_search`` over a few entries), and binary-searches only below it on a miss. Results
 are exactly those of a fresh search.
 
+With :mod:`engine.native` built, a search given a :class:`MatchState` and an int64 array context is one C call
+(``fc_ds_search``: the query, the extension check, the probes and the state's update), the state kept in a
+buffer that call reads and writes; the answer and the state are those of the Python path
+(tests/test_native_datastore.py).
+
 Modules: :mod:`.matching` (the search result, query helpers and :class:`MatchState`), :mod:`.store` (the
 :class:`Datastore` class), :mod:`.files` (saving and loading).
 """

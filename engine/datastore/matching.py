@@ -154,6 +154,17 @@ def longest_length(probe: Callable[[int], object], q_len: int, n_min: int, hi: i
     return best
 
 
+#: MatchState's buffer, shared with ``fc_ds_search`` (engine/native/datastore.c): the last context's length,
+#: its tail's length, the bound, the match (n, left, count), the last search's probes and whether it started
+#: from the state, then the tail.
+_LENGTH, _TAIL_LEN, _BOUND, _N, _LEFT, _COUNT, _PROBES, _INCREMENTAL, _TAIL = range(9)
+#: The longest ``n_max`` (tokens) the native search serves (``TAIL_MAX`` in datastore.c).
+NATIVE_TAIL_MAX = 64
+#: Context tokens the native search is handed at most (appended since the last search + ``n_max``); a longer
+#: gap starts the search afresh (the same answer, more probes).
+NATIVE_CONTEXT_MAX = 1024
+
+
 class MatchState:
     """Longest-match state of one growing context against one datastore, kept between searches.
 
@@ -170,21 +181,45 @@ class MatchState:
             tokens (:data:`UNBOUNDED` when the match reached n_max).
         match: (n, left, count) of the last search: match length and suffix-array interval.
         searches / incremental: searches made through the state / of them, answered from the bound.
+
+    A search in C (:meth:`search_native`, ``fc_ds_search``) keeps ``tail``, ``bound`` and ``match`` in an
+    int64 buffer the C code reads and writes; the Python path (:meth:`extension`, :meth:`record`) keeps them
+    as attributes. The properties read whichever the last search wrote.
     """
 
-    __slots__ = ("key", "length", "tail", "bound", "match", "searches", "incremental")
+    __slots__ = ("key", "length", "searches", "incremental", "_tail", "_bound", "_match", "_in_buffer", "_st",
+                 "_out", "_ctx", "_addrs")
 
     def __init__(self) -> None:
         self.searches = self.incremental = 0
+        self._st = np.zeros(_TAIL + NATIVE_TAIL_MAX, np.int64)
+        self._out = self._st[_N:_TAIL]  # n, left, count, probes, incremental: one tolist() per search
+        self._ctx = np.zeros(NATIVE_CONTEXT_MAX, np.int64)
+        self._addrs = (self._st.ctypes.data, self._ctx.ctypes.data)
         self.reset()
 
     def reset(self) -> None:
         """Forget the last context (the next search is a fresh one)."""
         self.key = None
         self.length = 0
-        self.tail = np.empty(0, np.int64)
-        self.bound = UNBOUNDED
-        self.match = (0, 0, 0)
+        self._tail = np.empty(0, np.int64)
+        self._bound = UNBOUNDED
+        self._match = (0, 0, 0)
+        self._in_buffer = False
+
+    @property
+    def tail(self) -> np.ndarray:
+        if self._in_buffer:
+            return self._st[_TAIL:_TAIL + int(self._st[_TAIL_LEN])].copy()
+        return self._tail
+
+    @property
+    def bound(self) -> int:
+        return int(self._st[_BOUND]) if self._in_buffer else self._bound
+
+    @property
+    def match(self) -> tuple[int, int, int]:
+        return tuple(self._out[:3].tolist()) if self._in_buffer else self._match
 
     def extension(self, key, context) -> int | None:
         """Tokens appended since the last search when ``context`` extends it under the same ``key``
@@ -193,12 +228,13 @@ class MatchState:
             return None
         old = self.length
         k = len(context) - old
-        t = len(self.tail)
+        tail = self.tail
+        t = len(tail)
         if k < 0:
             return None
         if t:
             try:
-                same = np.array_equal(np.asarray(context[old - t:old], dtype=np.int64), self.tail)
+                same = np.array_equal(np.asarray(context[old - t:old], dtype=np.int64), tail)
             except (TypeError, ValueError, OverflowError):
                 return None
             if not same:
@@ -207,12 +243,13 @@ class MatchState:
 
     def upper(self, k: int, q_len: int) -> int:
         """Longest match length worth probing after ``k`` appended tokens, for a query of ``q_len``."""
-        return q_len if self.bound >= UNBOUNDED else min(q_len, self.bound + k)
+        bound = self.bound
+        return q_len if bound >= UNBOUNDED else min(q_len, bound + k)
 
     def record(self, key, context, q_len: int, n_min: int, n_max: int, match: tuple[int, int, int]) -> None:
         """Remember a search of ``context`` (its prepared query was ``q_len`` tokens) and its result."""
         try:
-            self.tail = np.array(context[max(len(context) - n_max, 0):], dtype=np.int64).reshape(-1)
+            tail = np.array(context[max(len(context) - n_max, 0):], dtype=np.int64).reshape(-1)
         except (TypeError, ValueError, OverflowError):
             self.reset()
             return
@@ -227,4 +264,34 @@ class MatchState:
             bound = q_len
         else:                        # matched n_max: longer ones were not probed
             bound = UNBOUNDED
-        self.key, self.length, self.bound, self.match = key, len(context), bound, match
+        self.key, self.length, self._tail, self._bound, self._match = key, len(context), tail, bound, match
+        self._in_buffer = False
+
+    def search_native(self, search, args: int, key, context: np.ndarray, n_min: int, n_max: int
+                      ) -> tuple[int, int, int, int]:
+        """:meth:`extension`, the longest match and :meth:`record` in one C call (``fc_ds_search``).
+
+        Args:
+            search: the library's ``fc_ds_search``; args: the address of the store's packed arguments
+                (``Datastore._native_match_args``).
+            key: as :meth:`extension`; context: (T,) int64 ndarray; n_min >= 1; n_max <= NATIVE_TAIL_MAX.
+        Returns:
+            (n, left, count, probes): the match length (0: none), its suffix-array interval and the
+            ``sa_search`` calls made; the same match as the Python path.
+        """
+        ctx_len = len(context)
+        fresh = not self._in_buffer or key != self.key
+        need = n_max
+        if not fresh and ctx_len >= self.length:
+            need = ctx_len - self.length + n_max  # the appended tokens and the old tail, to recognise it
+        if need > NATIVE_CONTEXT_MAX:
+            need, fresh = n_max, True
+        if need > ctx_len:
+            need = ctx_len
+        self._ctx[:need] = context[ctx_len - need:]
+        search(args, self._addrs[0], self._addrs[1], need, ctx_len, n_min, n_max, fresh)
+        n, left, count, probes, incremental = self._out.tolist()
+        self.searches += 1
+        self.incremental += incremental
+        self.key, self.length, self._in_buffer = key, ctx_len, True
+        return n, left, count, probes

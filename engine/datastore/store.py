@@ -11,8 +11,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .files import read_arrays, write_arrays
-from .matching import (ROWS_CACHE_ENTRIES, SEPARATOR, DatastoreError, MatchState, Retrieval, _be_dtype, count_rows,
-                       longest_length, prepare_context, sample_range, token_width)
+from .matching import (NATIVE_TAIL_MAX, ROWS_CACHE_ENTRIES, SEPARATOR, DatastoreError, MatchState, Retrieval,
+                       _be_dtype, count_rows, longest_length, prepare_context, sample_range, token_width)
 
 
 _INT32_MAX = 2**31 - 1
@@ -71,6 +71,7 @@ class Datastore:
             self._t_size = self._c_idx(self._bytes.size)
             self._sa_size = self._c_idx(self._sa.size)
         self._native = None  # (library, sa_search address) of engine.native's datastore.c; False: not available
+        self._native_match = None  # (fc_ds_search, its packed arguments' address, the arguments); False: none
         self.probes = 0  # suffix-array searches made (diagnostics; not synchronised between threads)
         # (n, left, count, draft_len, max_matches) -> (continuations, counts): the rows read for one
         # suffix-array interval, a pure function of this immutable store. Decoding revisits the same
@@ -238,6 +239,20 @@ class Datastore:
             self._native = got
         return got or None
 
+    def _native_match_search(self):
+        """(``fc_ds_search``, the address of this store's packed arguments, the arguments array) when
+        :mod:`engine.native` is built, else None."""
+        got = self._native_match
+        if got is None:
+            got = False
+            native = self._native_search()
+            if native is not None:
+                args = np.array([self._t_ptr.value, self._t_size.value, self._sa_ptr.value, self._sa.size,
+                                 int(self._is64), native[1], self._width, self._vocab_size], dtype=np.int64)
+                got = (native[0].fc_ds_search, args.ctypes.data, args)
+            self._native_match = got
+        return got or None
+
     def longest_match(self, q: np.ndarray, n_min: int, hi: int | None = None,
                       within: tuple[int, int] | None = None) -> tuple[int, int, int]:
         """Binary search for the longest n in [n_min, hi] with ``q[-n:]`` occurring (hi defaults to
@@ -292,6 +307,16 @@ class Datastore:
         if self._n == 0 or n_max < n_min or max_matches <= 0:
             return Retrieval.empty(draft_len)
         n_max, n_min = int(n_max), max(int(n_min), 1)
+        native = self._native_match
+        if native is None:
+            native = self._native_match_search()
+        if (native and state is not None and type(context) is np.ndarray and context.dtype == np.int64
+                and context.ndim == 1 and n_max <= NATIVE_TAIL_MAX):
+            # the query, the state's extension check, the match and the record in one C call (datastore.c)
+            n, left, cnt, probes = state.search_native(native[0], native[1], (self, 0, n_min, n_max), context,
+                                                       n_min, n_max)
+            self.probes += probes
+            return self._retrieval(n, left, cnt, draft_len, max_matches)
         q = prepare_context(context, n_max, self._vocab_size)
         if state is None:
             if len(q) < n_min:
@@ -312,6 +337,11 @@ class Datastore:
                 within = (left0, cnt0) if n0 and k and hi == n0 + k else None
                 n, left, cnt = self.longest_match(q, n_min, hi, within)
             state.record(key, context, len(q), n_min, n_max, (n, left, cnt))
+        return self._retrieval(n, left, cnt, draft_len, max_matches)
+
+    def _retrieval(self, n: int, left: int, cnt: int, draft_len: int, max_matches: int) -> Retrieval:
+        """The :class:`Retrieval` of the match of ``n`` tokens at ``sa[left:left + cnt]`` (empty when n is 0),
+        its rows kept for the next search that lands on the same interval."""
         if n == 0:
             return Retrieval.empty(draft_len)
         key = (n, left, cnt, draft_len, int(max_matches))

@@ -117,6 +117,8 @@ def _configure(lib: ctypes.CDLL) -> None:
                                   ptr]
     lib.fc_sa_rows.restype = i64
     lib.fc_sa_rows.argtypes = [ptr, i64, i64, ptr, ctypes.c_int, i64, i64, i64, i64, i64, ptr, ptr]
+    lib.fc_ds_search.restype = i64  # Datastore.search's match and MatchState in one call (datastore.c)
+    lib.fc_ds_search.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, i64]
     lib.fc_attention_supported.restype = ctypes.c_int
     lib.fc_attention_supported.argtypes = []
     lib.fc_attention.restype = ctypes.c_int

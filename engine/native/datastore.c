@@ -161,3 +161,101 @@ int64_t fc_sa_rows(const uint8_t *text, int64_t n_tokens, int64_t width, const v
     free(groups);
     return m;
 }
+
+/* MatchState's buffer (engine.datastore.matching.MatchState, int64), read and written by fc_ds_search. */
+enum { ST_LENGTH, ST_TAIL_LEN, ST_BOUND, ST_N, ST_LEFT, ST_COUNT, ST_PROBES, ST_INCREMENTAL, ST_TAIL };
+#define TAIL_MAX 64             /* matching.NATIVE_TAIL_MAX: the longest n_max the native search serves */
+#define UNBOUNDED (1LL << 30)   /* matching.UNBOUNDED */
+
+/* Datastore.search's match with its MatchState, in one call: prepare_context (the longest in-vocabulary tail
+ * of at most n_max tokens), MatchState.extension (does the context extend the last one searched?), the
+ * encoding of the query (big-endian id + 1), Datastore.longest_match (from the state's bound and interval
+ * when it does) and MatchState.record. A decode step used to spend ~130 us of Python around the ~10 us of
+ * suffix-array work (cold code paths after each forward); the answer is the same, bit for bit.
+ *
+ * ds: the store, packed once (Datastore._native_match_args): text, text bytes, sa, sa entries, sa64,
+ *     sa_search's address, token width (bytes), vocabulary size.
+ * st: the state (ST_* layout above, TAIL_MAX tail entries).
+ * ctx: the context's last m tokens (ctx[m - 1] is its last token), ctx_len: the whole context's length; m >=
+ *     min(ctx_len, n_max), and m >= k + min(old length, n_max) for the extension check to run (else the search
+ *     starts afresh, the same answer with more probes).
+ * fresh: 1 when the state holds nothing for this store and settings (MatchState.key differs).
+ * Returns the match length n (0: none); st[ST_N..ST_COUNT] = (n, left, count), st[ST_PROBES]: sa_search calls
+ * made, st[ST_INCREMENTAL]: 1 when the search started from the state. n_min >= 1, n_max <= TAIL_MAX. */
+int64_t fc_ds_search(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t m, int64_t ctx_len,
+                     int64_t n_min, int64_t n_max, int64_t fresh) {
+    const uint8_t *text = (const uint8_t *)(intptr_t)ds[0];
+    const void *sa = (const void *)(intptr_t)ds[2];
+    void *search = (void *)(intptr_t)ds[5];
+    int64_t text_bytes = ds[1], sa_len = ds[3], width = ds[6], vocab = ds[7];
+    int sa64 = (int)ds[4];
+    int64_t avail = ctx_len < n_max ? ctx_len : n_max, q_len = 0;
+    if (avail > m) avail = m;
+    while (q_len < avail && (uint64_t)ctx[m - 1 - q_len] < (uint64_t)vocab) q_len++;
+    int64_t k = -1;  /* tokens appended since the last search; -1: not an extension of it */
+    if (!fresh) {
+        int64_t old = st[ST_LENGTH], t = st[ST_TAIL_LEN];
+        k = ctx_len - old;
+        if (k >= 0 && t) {
+            int64_t first = old - t - (ctx_len - m);
+            if (first < 0) {
+                k = -1;
+            } else {
+                for (int64_t j = 0; j < t; j++)
+                    if (ctx[first + j] != st[ST_TAIL + j]) {
+                        k = -1;
+                        break;
+                    }
+            }
+        }
+        if (k < 0) k = -1;
+    }
+    int64_t out[3] = {0, 0, 0}, n = 0;
+    st[ST_INCREMENTAL] = 0;
+    if (q_len >= n_min) {
+        uint8_t pattern[TAIL_MAX * 4];
+        for (int64_t i = 0; i < q_len; i++) {
+            uint64_t v = (uint64_t)ctx[m - q_len + i] + 1;
+            uint8_t *p = pattern + i * width;
+            if (width == 2) {
+                p[0] = (uint8_t)(v >> 8);
+                p[1] = (uint8_t)v;
+            } else {
+                p[0] = (uint8_t)(v >> 24);
+                p[1] = (uint8_t)(v >> 16);
+                p[2] = (uint8_t)(v >> 8);
+                p[3] = (uint8_t)v;
+            }
+        }
+        int64_t hi = -1, within_left = 0, within_count = -1;
+        if (k >= 0) {
+            st[ST_INCREMENTAL] = 1;
+            int64_t bound = st[ST_BOUND];
+            hi = bound >= UNBOUNDED ? q_len : (bound + k < q_len ? bound + k : q_len);
+            if (st[ST_N] && k && hi == st[ST_N] + k) {
+                within_left = st[ST_LEFT];
+                within_count = st[ST_COUNT];
+            }
+        }
+        n = fc_sa_longest(text, text_bytes, sa, sa_len, sa64, search, pattern, q_len, width, n_min, hi,
+                          within_left, within_count, out);
+        if (!n) out[0] = out[1] = 0;
+    }
+    int64_t t = ctx_len < n_max ? ctx_len : n_max;
+    if (t > m) t = m;
+    memcpy(st + ST_TAIL, ctx + (m - t), sizeof(int64_t) * (size_t)t);
+    int64_t bound;
+    if (q_len < n_min) bound = q_len;
+    else if (n == 0) bound = n_min - 1;
+    else if (n < q_len) bound = n;
+    else if (q_len < n_max) bound = q_len;
+    else bound = UNBOUNDED;
+    st[ST_LENGTH] = ctx_len;
+    st[ST_TAIL_LEN] = t;
+    st[ST_BOUND] = bound;
+    st[ST_N] = n;
+    st[ST_LEFT] = out[0];
+    st[ST_COUNT] = out[1];
+    st[ST_PROBES] = out[2];
+    return n;
+}
