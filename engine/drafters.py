@@ -200,8 +200,9 @@ class FastCoderCache:
         return 8 * len(self._buf) + 120 * len(self._index) + self.kv_nbytes
 
     def add(self, tokens) -> None:
-        """Store one sequence (token ids); sequences shorter than n_min + 1 are ignored."""
-        seq = [int(t) for t in tokens if int(t) >= 0]
+        """Store one sequence (token ids: a list or a 1-D int array); sequences shorter than n_min + 1 are
+        ignored, negative ids dropped."""
+        seq = [t for t in (tokens.tolist() if isinstance(tokens, np.ndarray) else map(int, tokens)) if t >= 0]
         if len(seq) <= self.n_min:
             return
         if len(self._buf) + len(seq) + 1 > self.max_tokens:
@@ -209,8 +210,15 @@ class FastCoderCache:
         start = len(self._buf)
         self._buf.extend(seq)
         self._buf.append(-1)
-        for i in range(start + 1, start + len(seq) - 1):  # bigram ending at i -> continuation at i+1
-            self._index.setdefault((self._buf[i - 1], self._buf[i]), []).append(i + 1)
+        index = self._index
+        # the bigram (seq[j], seq[j + 1]) -> its continuation at buffer position start + j + 2 (the last bigram
+        # has none); plain list and dict operations (a per-bigram setdefault built a list each time)
+        for at, pair in enumerate(zip(seq[:-2], seq[1:-1]), start + 2):
+            found = index.get(pair)
+            if found is None:
+                index[pair] = [at]
+            else:
+                found.append(at)
         self.num_sequences += 1
 
     def _evict(self, room: int) -> None:
@@ -219,12 +227,16 @@ class FastCoderCache:
         for seq in kept:
             self.add(seq)
 
-    def search(self, context: np.ndarray, draft_len: int = 16, limit: int = 32) -> Candidates | None:
-        """Continuations of the longest context suffix (>= n_min tokens) found in the cache."""
+    def search(self, context: np.ndarray, draft_len: int = 16, limit: int = 32,
+               tail: list[int] | None = None) -> Candidates | None:
+        """Continuations of the longest context suffix (>= n_min tokens) found in the cache.
+
+        ``tail``: the context's last tokens as a list (at least ``n_max`` of them, or the whole context)
+        when the caller has it already (one numpy conversion a step instead of one per source)."""
         self.lookups += 1
         if len(context) < self.n_min:
             return None
-        ctx = context[-self.n_max:].tolist()
+        ctx = context[-self.n_max:].tolist() if tail is None else tail[-self.n_max:]
         starts = self._index.get((ctx[-2], ctx[-1]) if len(ctx) >= 2 else (), [])[-limit:]
         if not starts:
             return None
@@ -363,16 +375,19 @@ class FastCoderDrafter:
         if self.opts.use_context_copy:
             self.context_index.extend_to(context)
             copied = self.context_index.candidates()
+        history = self.history
+        # the context's last tokens as a list, shared by the cache's and the history's searches
+        tail = context[-max(self.cache.n_max, history.n_max if history is not None else 0):].tolist()
         if self.opts.use_cache and self.cache.num_sequences >= self.opts.cache_min_sequences:
-            hit = self.cache.search(context, self.ret.draft_len)
+            hit = self.cache.search(context, self.ret.draft_len, tail=tail)
             if hit is not None:
                 parts.append(hit)
         if not parts and (copied is None or self.opts.retrieve_beside_copy):
             parts = self._retrieve(context)
         if copied is not None:
             parts.append(copied)
-        if self.history is not None:
-            earlier = self.history.search(context, self.ret.draft_len)
+        if history is not None:
+            earlier = history.search(context, self.ret.draft_len, tail=tail)
             if earlier is not None:
                 parts.append(earlier)
         return parts
@@ -387,13 +402,14 @@ class FastCoderDrafter:
             return
         retrieved = SOURCE_REPO | SOURCE_COMMON | SOURCE_CACHE
         if path and int(tree.sources[path[0]]) & retrieved:
-            # the verified retrieved sequence: the query suffix and the accepted draft
-            self.cache.add(np.concatenate([context[-self.ret.n_max:], tree.tokens[path]]))
+            # the verified retrieved sequence: the query suffix and the accepted draft (accepted's first
+            # len(path) tokens are the path's)
+            self.cache.add(context[-self.ret.n_max:].tolist() + list(accepted[:len(path)]))
         end = len(context) + len(accepted)
         if end - self._chunk_from >= self.opts.output_chunk:
-            full = np.concatenate([context, np.asarray(accepted, dtype=np.int64)])
+            # the chunk: context[lo:] and every committed token (context + accepted up to end)
             lo = max(self._prompt_len, self._chunk_from - self.ret.n_max)
-            self.cache.add(full[lo:end])
+            self.cache.add(context[lo:].tolist() + list(accepted))
             self._chunk_from = end
 
 

@@ -178,14 +178,16 @@ class CompletionHistory:
         for seq in kept:
             self._append(seq)
 
-    def search(self, context: np.ndarray, draft_len: int = 16) -> Candidates | None:
+    def search(self, context: np.ndarray, draft_len: int = 16, tail: list[int] | None = None) -> Candidates | None:
         """Continuations of the longest suffix of ``context`` ((T,) int64, pending token last) found in the
         history, as :class:`engine.draft_tree.Candidates` of source ``SOURCE_HISTORY``: rows (K, W) int64
         padded with -1 (W <= min(draft_len, max(1, factor * match))), counts (K,) float64, ``match_length``
-        in tokens. None when no suffix of at least ``min_match`` tokens occurred followed by a token."""
+        in tokens. None when no suffix of at least ``min_match`` tokens occurred followed by a token.
+        ``tail``: the context's last tokens as a list (at least ``n_max``, or the whole context) when the
+        caller has made it already."""
         if len(context) == 0 or draft_len < 1:
             return None
-        ctx = context[-self.n_max:].tolist()  # (the same path as the cache's search: warm by now)
+        ctx = context[-self.n_max:].tolist() if tail is None else tail[-self.n_max:]
         with self._lock:
             starts = self._starts.get(ctx[-1])
             if not starts:

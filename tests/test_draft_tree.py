@@ -154,6 +154,33 @@ def test_datastores_are_searched_only_when_neither_cache_nor_context_copy_has_a_
         assert repo.calls == want_calls
 
 
+def _reference_cache_add(buf: list, index: dict, tokens, n_min: int = 2) -> None:
+    """FastCoderCache.add's layout, written out plainly (no eviction): the sequence, a -1, and every bigram
+    but the last -> the position after it."""
+    seq = [int(t) for t in tokens if int(t) >= 0]
+    if len(seq) <= n_min:
+        return
+    start = len(buf)
+    buf.extend(seq)
+    buf.append(-1)
+    for i in range(start + 1, start + len(seq) - 1):
+        index.setdefault((buf[i - 1], buf[i]), []).append(i + 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(-1, 6), max_size=12), max_size=8), st.booleans())
+def test_cache_add_builds_the_reference_buffer_and_bigram_index(seqs, as_arrays):
+    """Lists or int arrays, negative ids, sequences too short to keep: the buffer and the bigram index are
+    those of the plain reference, and a search finds what the reference's buffer holds."""
+    cache = FastCoderCache()
+    buf, index = [], {}
+    for seq in seqs:
+        cache.add(np.asarray(seq, dtype=np.int64) if as_arrays else seq)
+        _reference_cache_add(buf, index, seq)
+    assert cache._buf == buf and cache._index == index
+    assert cache.num_sequences == sum(1 for q in seqs if sum(t >= 0 for t in q) > 2)
+
+
 def test_cache_records_model_output_every_chunk():
     cache = FastCoderCache()
     d = FastCoderDrafter(None, None, None, cache=cache, options=FastCoderOptions(output_chunk=20))
@@ -166,6 +193,8 @@ def test_cache_records_model_output_every_chunk():
         d.observe(ctx, DraftTree.empty(), [], new)
         ctx = np.concatenate([ctx, new])
     assert cache.num_sequences == 1  # 30 generated tokens -> one chunk of >= 20
+    # the chunk holds the model's output so far (the first 21 tokens after the prompt), then a separator
+    assert cache._buf == [100 + i for i in range(21)] + [-1]
 
 
 def test_min_prob_prunes_unlikely_branches_per_source():

@@ -53,6 +53,8 @@ def test_search_returns_the_longest_match_and_its_continuations(completions, ctx
             stored.append(prompt[-4:] + output)
     cand = hist.search(np.asarray(ctx, dtype=np.int64), draft_len=5)
     assert found(cand) == reference_search(stored, ctx, 6, 5, factor)
+    # the drafter's shared list of the context's last tokens (longer than n_max, or the whole context)
+    assert found(hist.search(np.asarray(ctx, dtype=np.int64), draft_len=5, tail=ctx[-8:])) == found(cand)
     if cand is not None:
         assert cand.source == SOURCE_HISTORY and cand.tokens.dtype == np.int64
 
