@@ -105,3 +105,17 @@ def test_a_carried_search_after_a_long_gap_or_a_python_search_gives_the_fresh_an
         want = ds.search(np.asarray(ctx, dtype=np.int64), n_max=16, draft_len=4)
         assert same(got, want) and got.match_length == 16
     assert state.searches == 5 and state.incremental == 2  # the last two extend the one before
+
+
+def test_the_native_match_search_refuses_settings_outside_its_buffers():
+    ds = Datastore.from_documents([[1, 2, 3, 4]], 10)
+    fn, args, _ = ds._native_match_search()
+    state = MatchState()
+    context = np.asarray([1, 2, 3], dtype=np.int64)
+    for n_min, n_max in ((0, 4), (1, 65)):
+        with pytest.raises(ValueError):
+            state.search_native(fn, args, (ds, 0, n_min, n_max), context, n_min, n_max)
+    assert state.key is None and state.searches == 0
+    # Datastore.search sends a long n_max to the Python path: the same answer as without a state
+    got = ds.search(context, n_max=65, n_min=1, draft_len=1, state=state)
+    assert got.match_length == 3 and got.continuations.tolist() == [[4]]

@@ -278,6 +278,9 @@ class MatchState:
         Returns:
             (n, left, count, probes): the match length (0: none), its suffix-array interval and the
             ``sa_search`` calls made; the same match as the Python path.
+        Raises:
+            ValueError: ``n_min`` below 1 or ``n_max`` above :data:`NATIVE_TAIL_MAX` (the C code refuses them;
+                :meth:`Datastore.search` sends those to the Python path).
         """
         ctx_len = len(context)
         fresh = not self._in_buffer or key != self.key
@@ -289,7 +292,8 @@ class MatchState:
         if need > ctx_len:
             need = ctx_len
         self._ctx[:need] = context[ctx_len - need:]
-        search(args, self._addrs[0], self._addrs[1], need, ctx_len, n_min, n_max, fresh)
+        if search(args, self._addrs[0], self._addrs[1], need, ctx_len, n_min, n_max, fresh) < 0:
+            raise ValueError(f"native match search refused n_min={n_min}, n_max={n_max}")
         n, left, count, probes, incremental = self._out.tolist()
         self.searches += 1
         self.incremental += incremental

@@ -181,7 +181,8 @@ enum { ST_LENGTH, ST_TAIL_LEN, ST_BOUND, ST_N, ST_LEFT, ST_COUNT, ST_PROBES, ST_
  *     starts afresh, the same answer with more probes).
  * fresh: 1 when the state holds nothing for this store and settings (MatchState.key differs).
  * Returns the match length n (0: none); st[ST_N..ST_COUNT] = (n, left, count), st[ST_PROBES]: sa_search calls
- * made, st[ST_INCREMENTAL]: 1 when the search started from the state. n_min >= 1, n_max <= TAIL_MAX. */
+ * made, st[ST_INCREMENTAL]: 1 when the search started from the state. -1, st untouched, unless n_min >= 1,
+ * n_max <= TAIL_MAX and 0 <= m <= ctx_len (MatchState.search_native keeps to that). */
 int64_t fc_ds_search(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t m, int64_t ctx_len,
                      int64_t n_min, int64_t n_max, int64_t fresh) {
     const uint8_t *text = (const uint8_t *)(intptr_t)ds[0];
@@ -189,6 +190,7 @@ int64_t fc_ds_search(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t
     void *search = (void *)(intptr_t)ds[5];
     int64_t text_bytes = ds[1], sa_len = ds[3], width = ds[6], vocab = ds[7];
     int sa64 = (int)ds[4];
+    if (n_max > TAIL_MAX || n_min < 1 || m < 0 || m > ctx_len) return -1;  /* the caller's contract; st untouched */
     int64_t avail = ctx_len < n_max ? ctx_len : n_max, q_len = 0;
     if (avail > m) avail = m;
     while (q_len < avail && (uint64_t)ctx[m - 1 - q_len] < (uint64_t)vocab) q_len++;
