@@ -409,8 +409,9 @@ class SpeculativeDecoder:
             logits = tree_forward(model, cache, ids[-1], tree, past_len, prefix=ids[start:-1])
             path, pending = self._accept(logits, tree, params, generator, remaining)
             compact_cache(cache, past_len, path, len(tree))
-            retrieval_s += self._learn(drafter, context[:n_ctx], tree, path, pending, hits)
-            ended = not commit(tree.tokens[path].tolist())
+            committed = tree.tokens[path].tolist() + [pending]
+            retrieval_s += self._learn(drafter, context[:n_ctx], tree, path, committed, hits)
+            ended = not commit(committed[:-1])
             prefill_accepted = len(out)
         else:
             prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.loaded.device)
@@ -457,7 +458,7 @@ class SpeculativeDecoder:
             committed = tree.tokens[path].tolist() + [bonus]
             if tree.n_adaptive:
                 drafter.observe_logits(ctx_view, tree, logits, path, committed)
-            retrieval_s += self._learn(drafter, ctx_view, tree, path, bonus, hits)
+            retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits)
             accepted_lengths.append(len(committed))
             # all but the last committed token are in the KV cache now; the last becomes pending
             if commit(committed[:-1]):
@@ -509,18 +510,17 @@ class SpeculativeDecoder:
 
         return accept_constrained(logits, tree, params, generator, remaining, self.token_bytes)
 
-    def _learn(self, drafter, context: np.ndarray, tree, path: list[int], bonus: int, hits: dict) -> float:
+    def _learn(self, drafter, context: np.ndarray, tree, path: list[int], committed: list[int], hits: dict) -> float:
         """After a verification: update the acceptance estimates, let the drafter observe what was
-        committed (``path`` nodes, then ``bonus``), count accepted nodes per source into ``hits``.
-        Returns the drafter's observe time in seconds (drafting work)."""
+        committed (``committed``: the ``path`` nodes' tokens, then the model's own token), count accepted
+        nodes per source into ``hits``. Returns the drafter's observe time in seconds (drafting work)."""
         if self.estimator is not None and tree.keys is not None:
             n = tree.n_draft
             self.estimator.update(tree.keys, tree.parents[:n], [p for p in path if p < n] if tree.n_adaptive else path)
         t = time.perf_counter()
-        drafter.observe(context, tree, path, tree.tokens[path].tolist() + [bonus])
+        drafter.observe(context, tree, path, committed)
         spent = time.perf_counter() - t
-        for node in path:
-            bits = int(tree.sources[node])
+        for bits in tree.sources[path].tolist():  # one numpy call, not one per accepted node
             for bit, name in SOURCE_NAMES.items():
                 if bits & bit:
                     hits[name] += 1
