@@ -43,11 +43,12 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .native.linear import gemm as native_gemm
-from .native.linear import gemm_library, pack_panels
+from .native.linear import gemm_argmax, gemm_library, pack_panels
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,10 @@ class NativeLinear(torch.nn.Linear):
     _pack_ref: "weakref.ref"
     _max_rows: int
     _lib: object
+    #: (max_rows,) int64 numpy buffer where the LM head's call also writes each row's argmax
+    #: (:func:`enable_greedy_head`); None for every other layer.
+    _argmax = None
+    _argmax_ptr = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k = x.shape[-1]
@@ -146,10 +151,30 @@ class NativeLinear(torch.nn.Linear):
         x2 = x.reshape(rows, k)
         if not x2.is_contiguous():
             x2 = x2.contiguous()
+        if self._argmax is not None and rows <= len(self._argmax):  # the LM head: its greedy choice too
+            return gemm_argmax(self._lib, x2, self._panels_ptr, self.out_features, self._argmax,
+                               self._argmax_ptr).view(*x.shape[:-1], self.out_features)
         out = native_gemm(self._lib, x2, self._panels_ptr, self.out_features)
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], self.out_features)
+
+
+def enable_greedy_head(model: torch.nn.Module) -> bool:
+    """Let ``model``'s LM head (``get_output_embeddings()``), when it is a :class:`NativeLinear` without bias, take
+    each output row's argmax in its own native call (``fc_gemm_argmax``): :func:`engine.verify.argmax_rows` then
+    reads it instead of running numpy's argmax over the logits. The logits are the same bits. Returns whether
+    it was enabled."""
+    get = getattr(model, "get_output_embeddings", None)
+    head = get() if callable(get) else None
+    if type(head) is not NativeLinear or head.bias is not None:
+        return False
+    lib = head._lib
+    if getattr(lib, "fc_gemm_argmax", None) is None:
+        return False
+    head._argmax = np.zeros(max(int(head._max_rows), 1), dtype=np.int64)
+    head._argmax_ptr = head._argmax.ctypes.data
+    return True
 
 
 #: Row counts at which the load-time probe times the native kernel against ``F.linear``; the kernel serves
@@ -310,6 +335,7 @@ def pack_linear_weights(model: torch.nn.Module, budget_bytes: int | None = None,
         report.reason = "no float32 linear layer on the CPU"
         return report
     if kernel != "mkl" and (_pack_native(layers, budget, report, force=kernel == "native") or kernel == "native"):
+        enable_greedy_head(model)
         return report
     native_reason = report.reason
     report = PackReport(probe_ms=report.probe_ms)

@@ -204,3 +204,82 @@ def test_tiny_coder_packs_its_layers_and_decodes_as_unpacked(tiny_coder, real_co
         plain = F.linear(hidden, head.weight)
     assert torch.equal(packed.argmax(-1), plain.argmax(-1))
     torch.testing.assert_close(packed, plain, rtol=1e-4, atol=1e-4)
+
+
+@needs_native
+def test_the_native_row_argmax_follows_numpys_rule():
+    """fc_rows_argmax against numpy's argmax: ties (the first maximum), NaNs (the first NaN), -0.0 and +0.0
+    (equal), infinities, rows shorter and longer than the 8 lanes and their tails."""
+    import numpy as np
+
+    lib = gemm_library()
+    rng = np.random.default_rng(0)
+    for trial in range(1200):
+        n, rows = int(rng.integers(1, 300)), int(rng.integers(1, 5))
+        y = rng.standard_normal((rows, n)).astype(np.float32)
+        kind = trial % 6
+        if kind == 1:
+            y = np.round(y).astype(np.float32)
+        elif kind == 2:
+            y[rng.random(y.shape) < 0.05] = np.nan
+        elif kind == 3:
+            y[:] = -np.inf
+            y[rng.random(y.shape) < 0.1] = np.inf
+        elif kind == 4:
+            y = np.where(rng.random(y.shape) < 0.5, np.float32(-0.0), np.float32(0.0)).astype(np.float32)
+        elif kind == 5:
+            y[rng.random(y.shape) < 0.3] = -np.inf
+        out = np.zeros(rows, np.int64)
+        lib.fc_rows_argmax(y.ctypes.data, rows, n, out.ctypes.data)
+        assert out.tolist() == y.argmax(-1).tolist(), (trial, y)
+
+
+@needs_native
+def test_an_lm_head_takes_its_rows_argmax_in_its_own_call():
+    """A model whose output layer is native: argmax_rows of its logits is numpy's answer without reading them
+    (once: a second ask, or a view starting elsewhere, computes afresh); other layers and other threads do not
+    see it; a head with a bias is not enabled."""
+    import threading
+
+    import numpy as np
+
+    from engine.native import linear as native_linear
+    from engine.verify import argmax_rows
+
+    class Head(torch.nn.Module):
+        def __init__(self, bias: bool):
+            super().__init__()
+            torch.manual_seed(1)
+            self.body = torch.nn.Linear(32, 32, bias=False)
+            self.out = torch.nn.Linear(32, 300, bias=bias)
+
+        def get_output_embeddings(self):
+            return self.out
+
+        def forward(self, x):
+            return self.out(self.body(x))
+
+    model = Head(bias=False).eval()
+    pack_linear_weights(model, budget_bytes=2**30, kernel="native")
+    assert type(model.out) is NativeLinear and model.out._argmax is not None and model.body._argmax is None
+    x = torch.randn(5, 32)
+    with torch.inference_mode():
+        logits = model(x)
+        want = logits.numpy().argmax(-1).tolist()
+        seen = []
+        other = threading.Thread(target=lambda: seen.append(native_linear.known_argmax(logits)))
+        other.start()
+        other.join()
+        assert seen == [None]  # per thread
+        assert native_linear.known_argmax(logits[1:]) is None  # rows starting elsewhere: not the registered ones
+        assert native_linear.known_argmax(logits) == want
+        assert native_linear.known_argmax(logits) is None  # used once
+        assert argmax_rows(logits) == want  # numpy's answer then
+        logits = model(x)
+        assert argmax_rows(logits[:2]) == want[:2]  # the first rows of the registered output
+        model(x)
+        model.body(x)  # a plain native layer registers nothing: the head's output stays registered
+        assert native_linear.known_argmax(model(x)) == want
+    biased = Head(bias=True).eval()
+    pack_linear_weights(biased, budget_bytes=2**30, kernel="native")
+    assert type(biased.out) is NativeLinear and biased.out._argmax is None
