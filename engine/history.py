@@ -60,6 +60,38 @@ def sequences_from(buf: list[int], start: int) -> list[list[int]]:
     return out
 
 
+class TokenMirror:
+    """An int64 numpy copy of a -1-separated token list (the buffers of :class:`CompletionHistory` and FastCoder's
+    CACHE), kept up to date incrementally for the native drafting step (:mod:`engine.native.propose`), which scans
+    it instead of the Python dict indexes.
+
+    :meth:`sync` copies the tokens appended since the last call; a replaced list (the buffers are rebuilt, not
+    shortened in place, when they evict) is copied whole. Attributes after a sync: ``array`` ((capacity,) int64,
+    the first ``length`` entries valid) and ``address`` (its data pointer, an int).
+    """
+
+    __slots__ = ("source", "array", "length", "address")
+
+    def __init__(self):
+        self.source: list[int] | None = None
+        self.array = np.empty(0, dtype=np.int64)
+        self.length = 0
+        self.address = 0
+
+    def sync(self, buf: list[int]) -> int:
+        """Bring the copy up to ``buf``; returns its length (tokens)."""
+        n = len(buf)
+        if buf is self.source and self.length <= n <= len(self.array):
+            if n != self.length:
+                self.array[self.length:n] = buf[self.length:n]
+                self.length = n
+            return n
+        array = np.empty(max(1024, 2 * n), dtype=np.int64)
+        array[:n] = buf
+        self.source, self.array, self.length, self.address = buf, array, n, array.ctypes.data
+        return n
+
+
 def longest_agreement(buf: list[int], starts: list[int], ctx: list[int], agreed: int) -> tuple[int, list[int]]:
     """Of the continuation starts ``starts`` in ``buf`` (each preceded by the last ``agreed`` tokens of
     ``ctx``) that a token follows, those whose preceding tokens agree longest with the end of ``ctx``:
@@ -137,6 +169,7 @@ class CompletionHistory:
         self._buf: list[int] = []
         self._starts: dict[int, list[int]] = {}  # token -> positions right after its occurrences
         self._lock = threading.Lock()
+        self.mirror = TokenMirror()  # the buffer as int64, for engine.native.propose (synced under the lock)
 
     @property
     def num_tokens(self) -> int:

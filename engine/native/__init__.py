@@ -8,7 +8,8 @@ matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by
 ``tree_attention.c`` attends a few query rows to the KV cache under a tree mask (:mod:`engine.native.attention`,
 used by :mod:`engine.native_attention`), ``decoder_layer.c`` runs a whole decoder layer over those rows with both
 (:mod:`engine.native.layer`, used by :mod:`engine.lean_forward`), ``datastore.c`` makes a datastore search's suffix-array probes and reads
-its continuations in one call each (:meth:`engine.datastore.Datastore.search`).
+its continuations in one call each (:meth:`engine.datastore.Datastore.search`), and ``propose.c`` searches a fastcoder step's
+cache, context copy and completion history and builds its tree in one call (:mod:`engine.native.propose`).
 
 The C files use no Python headers: it is compiled once per source version with the system's C compiler
 (``$CC``, else ``cc``, else ``gcc``) into ``platformdirs.user_cache_dir("fastcoder")/native/<hash>/``
@@ -33,7 +34,8 @@ from ..cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c")
+SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
+           "propose.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
@@ -90,6 +92,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_tree_inputs.restype = i64  # a draft tree's mask and positions (engine.draft_tree.DraftTree.forward_inputs)
     lib.fc_tree_inputs.argtypes = [ptr, i64, i64, ctypes.c_float, ptr, ptr]
     lib.fc_suffix_draft.restype = i64
+    lib.fc_propose.restype = i64  # a fastcoder step's sources and tree in one call (engine/native/propose.py)
+    lib.fc_propose.argtypes = [ptr, ptr, i64, i64, i64, i64]
     lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
     lib.fc_gemm_supported.restype = ctypes.c_int
     lib.fc_gemm_supported.argtypes = []

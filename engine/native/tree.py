@@ -180,6 +180,54 @@ def _tree_from(sc: _NativeScratch, kept: int) -> DraftTree | None:
 _I32, _I64, _F64 = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64)
 
 
+def pack_parts(sc: _NativeScratch, parts: list) -> int:
+    """Write ``parts`` (:class:`engine.draft_tree.Candidates`, at most ``sc.fits[2]``) as ``fc_build_sized_parts``'
+    source fields and weights into ``sc.parts`` and ``sc.weights``, each source's rows and counts copied into the
+    scratch where they fit (else read in place). Returns the number of sources, or -1 where the Python
+    preparation must run (other dtypes or layouts)."""
+    fields: list = []
+    weights: list = []
+    src_tokens, src_ints, src_floats = sc.src_tokens, sc.src_int_counts, sc.src_float_counts
+    tok_addr, int_addr, float_addr = sc.src_addrs
+    at_tok = at_int = at_float = 0
+    for c in parts:
+        tokens, counts = c.tokens, c.counts
+        if type(tokens) is not np.ndarray or type(counts) is not np.ndarray or counts.ndim != 1:
+            return -1
+        dt, kind = tokens.dtype, counts.dtype
+        if (dt != _I64 and dt != _I32) or (kind != _I64 and kind != _F64):
+            return -1
+        if tokens.ndim == 2:
+            n_rows, width = tokens.shape
+        elif tokens.ndim == 1:
+            n_rows, width = 1, tokens.shape[0]
+        else:
+            return -1
+        size, n_counts = n_rows * width, counts.shape[0]
+        if at_tok + size <= len(src_tokens) and max(at_int, at_float) + n_counts <= len(src_ints):
+            src_tokens[at_tok:at_tok + size] = tokens.reshape(-1)
+            if kind == _F64:
+                src_floats[at_float:at_float + n_counts] = counts
+                counts_addr, at_float = float_addr + 8 * at_float, at_float + n_counts
+            else:
+                src_ints[at_int:at_int + n_counts] = counts
+                counts_addr, at_int = int_addr + 8 * at_int, at_int + n_counts
+            fields += (tok_addr + 8 * at_tok, 8, width, n_rows, width, counts_addr, int(kind == _F64), n_counts,
+                       int(c.source), int(c.match_length))
+            at_tok += size
+        else:  # more than the scratch holds: the arrays' own memory
+            item = dt.itemsize
+            row_stride = tokens.strides[0] if tokens.ndim == 2 else size * item
+            if (tokens.strides[-1] != item or row_stride % item or counts.strides[0] != kind.itemsize):
+                return -1
+            fields += (tokens.ctypes.data, item, row_stride // item, n_rows, width, counts.ctypes.data,
+                       int(kind == _F64), n_counts, int(c.source), int(c.match_length))
+        weights.append(c.weight)
+    sc.parts[:len(fields)] = fields
+    sc.weights[:len(weights)] = weights
+    return len(weights)
+
+
 def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator: AcceptanceEstimator,
                       cost) -> DraftTree | None:
     """The same tree as :func:`engine.draft_tree._build_sized`, bit for bit, from the sources' own arrays: the
@@ -202,46 +250,8 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
         sc = _local.scratch = _NativeScratch()
     if upto is None or n_parts > sc.fits[2] or not sc.use_estimator(estimator):
         return None
-    fields: list = []
-    weights: list = []
-    src_tokens, src_ints, src_floats = sc.src_tokens, sc.src_int_counts, sc.src_float_counts
-    tok_addr, int_addr, float_addr = sc.src_addrs
-    at_tok = at_int = at_float = 0
-    for c in parts:
-        tokens, counts = c.tokens, c.counts
-        if type(tokens) is not np.ndarray or type(counts) is not np.ndarray or counts.ndim != 1:
-            return None
-        dt, kind = tokens.dtype, counts.dtype
-        if (dt != _I64 and dt != _I32) or (kind != _I64 and kind != _F64):
-            return None
-        if tokens.ndim == 2:
-            n_rows, width = tokens.shape
-        elif tokens.ndim == 1:
-            n_rows, width = 1, tokens.shape[0]
-        else:
-            return None
-        size, n_counts = n_rows * width, counts.shape[0]
-        if at_tok + size <= len(src_tokens) and max(at_int, at_float) + n_counts <= len(src_ints):
-            src_tokens[at_tok:at_tok + size] = tokens.reshape(-1)
-            if kind == _F64:
-                src_floats[at_float:at_float + n_counts] = counts
-                counts_addr, at_float = float_addr + 8 * at_float, at_float + n_counts
-            else:
-                src_ints[at_int:at_int + n_counts] = counts
-                counts_addr, at_int = int_addr + 8 * at_int, at_int + n_counts
-            fields += (tok_addr + 8 * at_tok, 8, width, n_rows, width, counts_addr, int(kind == _F64), n_counts,
-                       int(c.source), int(c.match_length))
-            at_tok += size
-        else:  # more than the scratch holds: the arrays' own memory
-            item = dt.itemsize
-            row_stride = tokens.strides[0] if tokens.ndim == 2 else size * item
-            if (tokens.strides[-1] != item or row_stride % item or counts.strides[0] != kind.itemsize):
-                return None
-            fields += (tokens.ctypes.data, item, row_stride // item, n_rows, width, counts.ctypes.data,
-                       int(kind == _F64), n_counts, int(c.source), int(c.match_length))
-        weights.append(c.weight)
-    sc.parts[:len(fields)] = fields
-    sc.weights[:n_parts] = weights
+    if pack_parts(sc, parts) < 0:
+        return None
     _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
     ia = sc.ia
     if (budget, min_prob) != sc.limits:  # numpy written on change only

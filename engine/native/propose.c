@@ -1,0 +1,236 @@
+/* FastCoder's per-step drafting in one call: the continuations of the per-document cache, the context copy and
+   the completion history (engine/drafters.py, FastCoderDrafter.candidates; engine/history.py; engine/context_match.py),
+   then the cost-sized tree builder of draft_tree.c over them. The same tree, bit for bit, as the Python path.
+
+   Why one call. After each verify forward (which streams ~40 MB of weights and KV cache through the caches) every
+   distinct Python or numpy code path costs ~20 us the first time: the Python path ran ~10 of them a step (the cache's
+   and the history's dict lookups and list slices, three Candidates objects, the copy's and the builder's ctypes
+   calls and marshalling), ~200-250 us of a ~3.5 ms step. Here the sources are searched by scanning their token
+   buffers backwards (int64 mirrors of the Python lists, -1 between sequences), which finds the same occurrences
+   as the Python dict indexes:
+   - the cache: the `limit` most recent positions p with buf[p - 2], buf[p - 1] = the context's last two tokens and
+     buf[p] a token (FastCoderCache's bigram index holds exactly these, in ascending order);
+   - the history: the `max_candidates` most recent positions i + 1 with buf[i] = the context's last token, the end of
+     a sequence included (CompletionHistory's map from a token to its continuation starts);
+   then each keeps the starts whose preceding tokens agree longest with the context (history.longest_agreement) and
+   counts their distinct continuations in first-seen order (history.count_continuations).
+
+   Plain C with no Python headers: loaded with ctypes (engine/native/__init__.py). */
+
+#include <stdint.h>
+#include <string.h>
+
+int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, int64_t depth, double factor,
+                        double min_prob, int64_t max_tokens, int64_t *out_tokens, double *out_probs,
+                        int64_t *out_match);
+int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts, const double *weights,
+                             int64_t n_parts, int64_t max_rows, int64_t max_depth, int64_t room_rows,
+                             int64_t room_width);
+
+/* Occurrences compared per source, tokens per continuation and context tokens compared, at most (the defaults: 32,
+   24 and 16): larger settings take the Python path. */
+enum { PROPOSE_MAX_STARTS = 64, PROPOSE_MAX_WIDTH = 64, PROPOSE_MAX_CTX = 256 };
+
+/* Returned when neither the cache nor the context copy has a continuation: the caller searches D_r and D_c
+   (FastCoder Alg. 1) and calls again with what they gave (n_prefix >= 0). */
+#define PROPOSE_RETRIEVE (-100)
+/* Returned when no source has a continuation (the caller's empty tree). */
+#define PROPOSE_NOTHING (-101)
+/* Datastore sources given by the caller at most. */
+#define PROPOSE_MAX_PREFIX 8
+/* Added to the result when the cache had a continuation (the cache's hit counter). */
+#define PROPOSE_CACHE_HIT ((int64_t)1 << 40)
+
+/* One source's continuations: rows (n_rows x width, -1 padded), counts, the longest agreement (match length). */
+typedef struct {
+    int64_t rows[PROPOSE_MAX_STARTS * PROPOSE_MAX_WIDTH];
+    double counts[PROPOSE_MAX_STARTS];
+    int64_t n_rows, width, match;
+} source_rows;
+
+/* history.longest_agreement: of the (ascending) starts that a token follows, those whose preceding tokens agree
+   longest with the end of ctx (at least `agreed` already do). Writes them to found; returns their count and the
+   length in *best (0 when none). */
+static int64_t longest_agreement(const int64_t *buf, int64_t buf_len, const int64_t *starts, int64_t n_starts,
+                                 const int64_t *ctx, int64_t ctx_len, int64_t agreed, int64_t *found, int64_t *best) {
+    int64_t n_found = 0, top = 0;
+    for (int64_t i = 0; i < n_starts; i++) {
+        int64_t s = starts[i], n = agreed;
+        if (s >= buf_len || buf[s] == -1) continue;
+        while (n < ctx_len && s - n - 1 >= 0 && buf[s - n - 1] == ctx[ctx_len - n - 1]) n++;
+        if (n > top) {
+            top = n;
+            n_found = 0;
+            found[n_found++] = s;
+        } else if (n == top) {
+            found[n_found++] = s;
+        }
+    }
+    *best = top;
+    return n_found;
+}
+
+/* history.count_continuations + continuation_candidates: the distinct continuations (at most `width` tokens, cut
+   at a -1) at the found starts, first seen first, with their counts; rows padded with -1 to `pad` tokens (0: the
+   longest continuation). */
+static void count_continuations(const int64_t *buf, int64_t buf_len, const int64_t *found, int64_t n_found,
+                                int64_t width, int64_t pad, source_rows *out) {
+    int64_t lens[PROPOSE_MAX_STARTS], n_rows = 0, longest = 0;
+    const int64_t *conts[PROPOSE_MAX_STARTS];
+    for (int64_t i = 0; i < n_found; i++) {
+        int64_t s = found[i], len = 0;
+        while (len < width && s + len < buf_len && buf[s + len] != -1) len++;
+        if (len == 0) continue;
+        int64_t j = 0;
+        while (j < n_rows && !(lens[j] == len && memcmp(conts[j], buf + s, (size_t)len * sizeof(int64_t)) == 0)) j++;
+        if (j == n_rows) {
+            conts[n_rows] = buf + s;
+            lens[n_rows] = len;
+            out->counts[n_rows++] = 0.0;
+            if (len > longest) longest = len;
+        }
+        out->counts[j] += 1.0;
+    }
+    int64_t w = pad > 0 ? pad : longest;
+    for (int64_t j = 0; j < n_rows; j++) {
+        int64_t *row = out->rows + j * w;
+        memcpy(row, conts[j], (size_t)lens[j] * sizeof(int64_t));
+        for (int64_t d = lens[j]; d < w; d++) row[d] = -1;
+    }
+    out->n_rows = n_rows;
+    out->width = w;
+}
+
+/* FastCoderCache.search (limit most recent bigram occurrences, agreement from 2 tokens, rows of draft_len tokens).
+   Returns 1 when it found continuations. */
+static int cache_search(const int64_t *buf, int64_t buf_len, const int64_t *ctx, int64_t ctx_len, int64_t limit,
+                        int64_t draft_len, source_rows *out) {
+    int64_t starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
+    if (ctx_len < 2) return 0;
+    int64_t a = ctx[ctx_len - 2], b = ctx[ctx_len - 1];
+    for (int64_t p = buf_len - 1; p >= 2 && n < limit; p--)
+        if (buf[p] >= 0 && buf[p - 1] == b && buf[p - 2] == a) starts[n++] = p;
+    if (n == 0) return 0;
+    for (int64_t i = 0, j = n - 1; i < j; i++, j--) { /* ascending, as the index lists them */
+        int64_t t = starts[i];
+        starts[i] = starts[j];
+        starts[j] = t;
+    }
+    int64_t n_found = longest_agreement(buf, buf_len, starts, n, ctx, ctx_len, 2, found, &best);
+    count_continuations(buf, buf_len, found, n_found, draft_len, draft_len, out);
+    out->match = best;
+    return out->n_rows > 0;
+}
+
+/* CompletionHistory.search. Returns 1 when it found continuations of a match of at least min_match tokens. */
+static int history_search(const int64_t *buf, int64_t buf_len, const int64_t *ctx, int64_t ctx_len,
+                          int64_t max_candidates, int64_t min_match, double factor, int64_t draft_len,
+                          source_rows *out) {
+    int64_t starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
+    if (ctx_len < 1 || draft_len < 1) return 0;
+    int64_t last = ctx[ctx_len - 1];
+    for (int64_t i = buf_len - 1; i >= 0 && n < max_candidates; i--)
+        if (buf[i] == last) starts[n++] = i + 1;
+    if (n == 0) return 0;
+    for (int64_t i = 0, j = n - 1; i < j; i++, j--) {
+        int64_t t = starts[i];
+        starts[i] = starts[j];
+        starts[j] = t;
+    }
+    int64_t n_found = longest_agreement(buf, buf_len, starts, n, ctx, ctx_len, 1, found, &best);
+    int64_t width = (int64_t)(factor * (double)best);
+    if (width < 1) width = 1;
+    if (draft_len < width) width = draft_len;
+    count_continuations(buf, buf_len, found, n_found, width, 0, out);
+    out->match = best;
+    return best >= min_match && out->n_rows > 0;
+}
+
+static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t width, const double *counts,
+                        int64_t source, int64_t match) {
+    f[0] = (int64_t)(intptr_t)rows;
+    f[1] = 8;
+    f[2] = width;
+    f[3] = n_rows;
+    f[4] = width;
+    f[5] = (int64_t)(intptr_t)counts;
+    f[6] = 1; /* float64 counts */
+    f[7] = n_rows;
+    f[8] = source;
+    f[9] = match;
+}
+
+/* The sources' bits (engine/draft_tree.py). */
+#define SOURCE_CACHE 1
+#define SOURCE_CONTEXT 8
+#define SOURCE_HISTORY 64
+
+/* The draft tree of one decode step. pa (int64):
+     0 the context (prompt + output, the pending token last; the context copy's sequence), 1 the cache's token
+     buffer, 2 the history's token buffer (0: no history), 3 the cache's n_max, 4 its limit, 5 the history's n_max,
+     6 its max_candidates, 7 its min_match, 8 draft_len, 9 the copy's max_candidates, 10 its depth, 11 its
+     max_tokens, 12 and 13 the tree builder's packed arguments (ia, da of fc_build_sized_packed), 14 max rows and
+     15 max depth per source, 16 and 17 the builder's scratch rows and width, 18 the cache's n_min, 19 and 20 the
+     datastore sources' fields (fc_build_sized_parts' layout, 10 int64 each) and weights;
+   pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
+   ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
+   n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
+     caller found (0 or more, in pa[19] and pa[20]): the cache and the copy are then known to have nothing, and
+     the tree is built from those sources and the history's (FastCoder Alg. 1's order).
+   Returns the number of tree nodes the builder kept (plus PROPOSE_CACHE_HIT when the cache had a continuation),
+   PROPOSE_RETRIEVE when neither the cache nor the copy had one (the caller searches the datastores),
+   PROPOSE_NOTHING when no source had one, or another negative number where the Python path must run (settings
+   outside the buffers; the builder's own refusals). */
+int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t cache_len, int64_t history_len,
+                   int64_t n_prefix) {
+    source_rows cache_rows, history_rows; /* 2 x 33 KB of stack */
+    int64_t copy_tokens[PROPOSE_MAX_WIDTH];
+    double copy_probs[PROPOSE_MAX_WIDTH], copy_count[1] = {1.0};
+    const int64_t *ctx = (const int64_t *)(intptr_t)pa[0];
+    const int64_t *cache_buf = (const int64_t *)(intptr_t)pa[1], *history_buf = (const int64_t *)(intptr_t)pa[2];
+    int64_t draft_len = pa[8];
+    if (draft_len < 1 || draft_len > PROPOSE_MAX_WIDTH || pa[4] > PROPOSE_MAX_STARTS || pa[6] > PROPOSE_MAX_STARTS
+        || pa[11] > PROPOSE_MAX_WIDTH || pa[9] > PROPOSE_MAX_STARTS || pa[3] > PROPOSE_MAX_CTX
+        || pa[5] > PROPOSE_MAX_CTX || pa[18] != 2 || n_prefix > PROPOSE_MAX_PREFIX)
+        return -2;
+    int64_t parts[(PROPOSE_MAX_PREFIX + 3) * 10];
+    double weights[PROPOSE_MAX_PREFIX + 3];
+    int64_t n_parts = 0, hit = 0, match = 0, k = 0;
+    for (int64_t i = 0; i < PROPOSE_MAX_PREFIX + 3; i++) weights[i] = 1.0;
+    if (n_prefix >= 0) { /* after PROPOSE_RETRIEVE: the datastores' sources, then the history's */
+        memcpy(parts, (const int64_t *)(intptr_t)pa[19], (size_t)n_prefix * 10 * sizeof(int64_t));
+        memcpy(weights, (const double *)(intptr_t)pa[20], (size_t)n_prefix * sizeof(double));
+        n_parts = n_prefix;
+        goto history;
+    }
+    /* the cache first (Alg. 1): the context's last n_max tokens */
+    if (ctx_len >= pa[18]) {
+        int64_t tail = ctx_len < pa[3] ? ctx_len : pa[3];
+        if (cache_search(cache_buf, cache_len, ctx + ctx_len - tail, tail, pa[4], draft_len, &cache_rows)) {
+            part_fields(parts, cache_rows.rows, cache_rows.n_rows, cache_rows.width, cache_rows.counts, SOURCE_CACHE,
+                        cache_rows.match);
+            n_parts = hit = 1;
+        }
+    }
+    k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], copy_tokens, copy_probs, &match);
+    if (!hit && k <= 0)
+        return PROPOSE_RETRIEVE;
+    if (k > 0) {
+        part_fields(parts + 10 * n_parts++, copy_tokens, 1, k, copy_count, SOURCE_CONTEXT, match);
+    }
+history:
+    if (history_buf != NULL) {
+        int64_t tail = ctx_len < pa[5] ? ctx_len : pa[5];
+        if (history_search(history_buf, history_len, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], draft_len,
+                           &history_rows))
+            part_fields(parts + 10 * n_parts++, history_rows.rows, history_rows.n_rows, history_rows.width,
+                        history_rows.counts, SOURCE_HISTORY, history_rows.match);
+    }
+    if (n_parts == 0)
+        return PROPOSE_NOTHING;
+    int64_t kept = fc_build_sized_parts((int64_t *)(intptr_t)pa[12], (const double *)(intptr_t)pa[13], parts, weights,
+                                        n_parts, pa[14], pa[15], pa[16], pa[17]);
+    if (kept < 0)
+        return kept;
+    return kept + (hit ? PROPOSE_CACHE_HIT : 0);
+}

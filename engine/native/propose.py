@@ -1,0 +1,148 @@
+"""A fastcoder decode step's drafting in one native call (``fc_propose`` in ``propose.c``): arguments and result.
+
+:meth:`engine.drafters.FastCoderDrafter.propose` searches the per-document cache, copies from the context and
+searches the completion history, then builds the cost-sized draft tree (:func:`engine.draft_tree.build_draft_tree`).
+In Python that is ~10 separate code paths a step, each slow the first time after a verify forward has streamed
+~40 MB through the caches. :func:`propose_native` gives the same tree, bit for bit, from one C call over int64
+mirrors of the cache's and the history's token buffers (:class:`engine.history.TokenMirror`) and the context
+copy's own sequence buffer (:class:`engine.context_match.SuffixMatchIndex`).
+
+It serves the default configuration (cache and context copy on, D_r and D_c searched only when neither has a
+continuation, cost-sized trees with an :class:`engine.acceptance.AcceptanceEstimator`); a step where neither
+the cache nor the copy has a continuation, and any other configuration, takes the Python path
+(:func:`supported` and the ``None`` results below). ``$FASTCODER_NATIVE_PROPOSE=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..acceptance import AcceptanceEstimator
+from ..draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, DraftTree, build_draft_tree
+from . import library
+from .tree import _local, _NativeScratch, _point_table, _tree_from, pack_parts
+
+NATIVE_PROPOSE_ENV = "FASTCODER_NATIVE_PROPOSE"
+#: fc_propose's results: no continuation from the cache or the copy (the datastores are searched in Python), and
+#: the flag added when the cache had one.
+RETRIEVE = -100
+NOTHING = -101
+CACHE_HIT = 1 << 40
+#: Settings beyond these take the Python path (the C code's fixed buffers, propose.c).
+MAX_STARTS = 64
+MAX_WIDTH = 64
+MAX_CONTEXT = 256
+CACHE_LIMIT = 32  # FastCoderCache.search's default limit, the one FastCoderDrafter.candidates uses
+
+
+def supported(drafter) -> bool:
+    """Whether ``drafter`` (a :class:`engine.drafters.FastCoderDrafter`) has a configuration the native step
+    serves: the library is loaded, not switched off, and the settings fit the C code's buffers."""
+    if os.environ.get(NATIVE_PROPOSE_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    lib = library()
+    if lib is None or not hasattr(lib, "fc_propose"):
+        return False
+    opts, ret, cache, idx, hist = drafter.opts, drafter.ret, drafter.cache, drafter.context_index, drafter.history
+    if type(drafter.estimator) is not AcceptanceEstimator or drafter.cost is None:
+        return False
+    if not (opts.use_cache and opts.use_context_copy and not opts.retrieve_beside_copy
+            and opts.cache_min_sequences <= 0):
+        return False
+    if ret.budget <= 0 or not 1 <= ret.draft_len <= MAX_WIDTH or cache.n_min != 2 or not 2 <= cache.n_max <= MAX_CONTEXT:
+        return False
+    if idx.max_candidates > MAX_STARTS or idx.max_tokens > MAX_WIDTH:
+        return False
+    return hist is None or (hist.max_candidates <= MAX_STARTS and 1 <= hist.n_max <= MAX_CONTEXT)
+
+
+class ProposeArgs:
+    """fc_propose's packed arguments for one drafter (``pa`` int64, ``pd`` float64; layout in propose.c), with the
+    addresses they hold, rewritten only when one changes (a numpy write is one more cold code path a step)."""
+
+    def __init__(self, drafter):
+        ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
+        self.pa = np.zeros(21, dtype=np.int64)
+        self.pd = np.zeros(3, dtype=np.float64)
+        self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
+                         hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
+                         idx.max_tokens]
+        self.pa[14:16] = [SIZED_MAX_ROWS, SIZED_MAX_DEPTH]
+        self.pa[18] = cache.n_min
+        self.pd[:] = [idx.factor, idx.min_prob, hist.factor if hist else 0.0]
+        self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
+        self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
+        self.cache_address = self.history_address = 0
+
+
+def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
+    """:meth:`engine.drafters.FastCoderDrafter.propose`'s tree for ``context`` ((T,) int64, the pending token last)
+    from ``fc_propose``: the same tree, bit for bit, and the same side effects (the cache's lookup and hit counts;
+    where neither the cache nor the copy has a continuation, the drafter's own D_r/D_c search,
+    :meth:`~engine.drafters.FastCoderDrafter._retrieve`, whose sources then go to a second call). ``cost``: the
+    verify cost at this context's length (the drafter's per-bucket curve). None where the Python path must run
+    from the start (nothing has been searched yet: the C code refused the settings or the estimates)."""
+    lib = library()
+    args = drafter._native_args
+    if args is None:
+        args = drafter._native_args = ProposeArgs(drafter)
+    idx = drafter.context_index
+    idx.extend_to(context)
+    seq = idx._native if idx._native is not None else idx._native_buffers()
+    sc = getattr(_local, "scratch", None)
+    if sc is None:
+        sc = _local.scratch = _NativeScratch()
+    if getattr(cost, "upto", None) is None or not sc.use_estimator(drafter.estimator):
+        return None
+    pa = args.pa
+    if seq is not args.seq:
+        pa[0], args.seq = seq[1][0], seq
+    if sc is not args.scratch:
+        pa[12], pa[13] = sc.args
+        pa[16], pa[17] = sc.fits[0], sc.fits[1]
+        pa[19], pa[20] = sc.parts_args
+        args.scratch = sc
+    budget, min_prob = drafter.ret.budget, drafter.ret.min_prob
+    _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
+    if (budget, min_prob) != sc.limits:
+        sc.ia[24], sc.da[4] = sc.limits = (budget, min_prob)
+    cache = drafter.cache
+    cache_len = cache.mirror.sync(cache._buf)
+    if cache.mirror.address != args.cache_address:
+        pa[1] = args.cache_address = cache.mirror.address
+    n_ctx = len(idx._list)
+    found = _call(lib, args, drafter.history, n_ctx, cache_len, -1)
+    if found == RETRIEVE:  # the cache and the copy had nothing: D_r and D_c (Python), then the tree in C
+        cache.lookups += 1
+        parts = [c for c in drafter._retrieve(context) if c.tokens.size and len(c.counts)]
+        n_parts = pack_parts(sc, parts) if len(parts) < sc.fits[2] else -1
+        found = _call(lib, args, drafter.history, n_ctx, cache_len, n_parts) if n_parts >= 0 else -1
+        if found == NOTHING:
+            return DraftTree.empty()
+        if found < 0:  # the sources are searched: the rest of the Python path, from them
+            hist = drafter.history
+            earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
+            return build_draft_tree(parts + ([earlier] if earlier is not None else []), budget, min_prob,
+                                    drafter.estimator, cost)
+        return _tree_from(sc, found)
+    if found < 0:
+        return None
+    cache.lookups += 1
+    if found >= CACHE_HIT:
+        cache.hits += 1
+        found -= CACHE_HIT
+    return _tree_from(sc, found)
+
+
+def _call(lib, args: ProposeArgs, hist, n_ctx: int, cache_len: int, n_prefix: int) -> int:
+    """``fc_propose`` with the history's buffer synced and held under its lock (another thread's ``add`` may
+    replace it)."""
+    if hist is None:
+        return lib.fc_propose(*args.addresses, n_ctx, cache_len, 0, n_prefix)
+    with hist._lock:
+        hist_len = hist.mirror.sync(hist._buf)
+        if hist.mirror.address != args.history_address:
+            args.pa[2] = args.history_address = hist.mirror.address
+        return lib.fc_propose(*args.addresses, n_ctx, cache_len, hist_len, n_prefix)

@@ -1,0 +1,187 @@
+"""A fastcoder step's drafting in one native call (engine.native.propose, propose.c) gives the tree of the Python
+path bit for bit, with the same side effects, on random caches, histories, contexts and datastore answers."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_draft_tree_sized import _trained
+
+from engine import native
+from engine.acceptance import AcceptanceEstimator
+from engine.cost_model import VerifyCost
+from engine.drafters import FastCoderCache, FastCoderDrafter, FastCoderOptions, RetrievalOptions
+from engine.history import CompletionHistory, TokenMirror
+from engine.native import propose as native_propose
+
+COST = VerifyCost([1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
+                  [1.10, 1.21, 1.35, 1.62, 1.90, 2.10, 2.40, 2.70, 3.30, 3.90], 3.1, 512)
+
+pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: the native step is not built here")
+
+
+class Store:
+    """A datastore answering from a fixed table of (last two tokens) -> continuations; counts its searches."""
+
+    version = 0
+
+    def __init__(self, table: dict, source_len: int = 2):
+        self.table, self.calls, self.source_len = table, 0, source_len
+
+    def search(self, context, n_max=16, n_min=2, draft_len=16, max_matches=128):
+        self.calls += 1
+        rows = self.table.get(tuple(int(t) for t in context[-2:]))
+        if not rows:
+            return SimpleNamespace(match_length=0, continuations=np.zeros((0, 2), np.int64), counts=np.zeros(0))
+        width = max(len(r) for r in rows)
+        cont = np.full((len(rows), width), -1, dtype=np.int64)
+        for i, r in enumerate(rows):
+            cont[i, :len(r)] = r
+        return SimpleNamespace(match_length=self.source_len, continuations=cont,
+                               counts=np.arange(1, len(rows) + 1, dtype=np.int64))
+
+
+class LineStarts:
+    """Token 0 starts a line (the skip token's rule applies after it)."""
+
+    def at_line_start(self, context) -> bool:
+        return len(context) > 0 and int(context[-1]) == 0
+
+
+def _drafter(native_on: bool, cache_seqs, history_gens, table, seed: int, cache_tokens: int, history_tokens: int):
+    cache = FastCoderCache(max_tokens=cache_tokens)
+    for seq in cache_seqs:
+        cache.add(seq)
+    history = CompletionHistory(max_tokens=history_tokens, context_tokens=3)
+    for prompt, out in history_gens:
+        history.add(prompt, out)
+    d = FastCoderDrafter(Store(table), Store({k: [r[::-1] for r in v] for k, v in table.items()}, 3), LineStarts(),
+                         cache=cache, options=FastCoderOptions(seed=seed),
+                         retrieval=RetrievalOptions(draft_len=8, budget=64, max_matches=32),
+                         estimator=_trained(seed), cost=COST, history=history)
+    if not native_on:
+        d._native = False
+    return d
+
+
+def _same(a, b) -> bool:
+    fields = ("tokens", "parents", "depths", "sources", "weights", "keys", "probs")
+    return all((getattr(a, f) is None) == (getattr(b, f) is None)
+               and (getattr(a, f) is None or np.array_equal(getattr(a, f), getattr(b, f))) for f in fields)
+
+
+tok = st.integers(0, 5)
+seqs = st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=30), max_size=20)  # bigrams recurring > 32 times
+gens = st.lists(st.tuples(st.lists(tok, max_size=5), st.lists(st.integers(0, 3), max_size=24)), max_size=10)
+tables = st.dictionaries(st.tuples(tok, tok), st.lists(st.lists(tok, min_size=1, max_size=5), min_size=1, max_size=3),
+                         max_size=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seqs, gens, tables, st.lists(tok, min_size=1, max_size=40), st.integers(0, 3), st.integers(16, 400),
+       st.integers(8, 200))
+def test_native_step_gives_the_python_tree_and_side_effects(cache_seqs, history_gens, table, stream, seed,
+                                                            cache_tokens, history_tokens):
+    fast = _drafter(True, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens)
+    slow = _drafter(False, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens)
+    assert fast._native, "the default configuration must take the native step"
+    prompt = np.asarray(stream[:max(1, len(stream) // 3)], dtype=np.int64)
+    fast.reset(prompt)
+    slow.reset(prompt)
+    context = np.asarray(stream, dtype=np.int64)
+    for n in range(len(prompt), len(context) + 1):  # a growing context, as the decoder's steps give it
+        a, b = fast.propose(context[:n]), slow.propose(context[:n])
+        assert _same(a, b), (n, a, b)
+        assert (fast.cache.lookups, fast.cache.hits, fast.skipped, fast.missing) == \
+               (slow.cache.lookups, slow.cache.hits, slow.skipped, slow.missing)
+        assert (fast.repo.calls, fast.common.calls) == (slow.repo.calls, slow.common.calls)
+        if n % 4 == 0:  # the model's output joins the cache as the decoder's observe() adds it
+            chunk = context[max(0, n - 6):n].tolist()
+            fast.cache.add(chunk)
+            slow.cache.add(chunk)
+    assert fast._native_args is not None  # the native step ran
+
+
+def test_native_step_is_used_for_the_default_configuration_and_can_be_switched_off(monkeypatch):
+    d = _drafter(True, [[1, 2, 3, 4]], [([1], [2, 3])], {}, 0, 1024, 1024)
+    assert d._native
+    calls = []
+    lib = native.library()
+    real = lib.fc_propose
+    monkeypatch.setattr(lib, "fc_propose", lambda *a: calls.append(a) or real(*a))
+    d.reset(np.array([7, 1, 2]))
+    tree = d.propose(np.array([7, 1, 2]))
+    assert calls and tree.tokens.tolist()[:2] == [3, 4]
+    monkeypatch.setenv(native_propose.NATIVE_PROPOSE_ENV, "0")
+    assert not _drafter(True, [], [], {}, 0, 1024, 1024)._native
+    monkeypatch.delenv(native_propose.NATIVE_PROPOSE_ENV)
+    off = FastCoderDrafter(None, None, None, options=FastCoderOptions(retrieve_beside_copy=True),
+                           estimator=AcceptanceEstimator(), cost=COST)
+    assert not off._native  # a configuration the C code does not reproduce: the Python path
+    assert not FastCoderDrafter(None, None, None)._native  # trees not sized by cost
+
+
+def test_token_mirror_follows_appends_and_replaced_buffers():
+    mirror, buf = TokenMirror(), [1, 2, -1]
+    assert mirror.sync(buf) == 3 and mirror.array[:3].tolist() == [1, 2, -1]
+    address = mirror.address
+    buf += [4, 5, -1]
+    assert mirror.sync(buf) == 6 and mirror.array[:6].tolist() == [1, 2, -1, 4, 5, -1] and mirror.address == address
+    buf += list(range(3000))  # past the capacity: a new array
+    assert mirror.sync(buf) == len(buf) and mirror.array[:len(buf)].tolist() == buf
+    replaced = [9, -1]  # an eviction rebuilds the list
+    assert mirror.sync(replaced) == 2 and mirror.array[:2].tolist() == [9, -1]
+
+
+def test_native_step_reads_the_history_safely_while_another_thread_adds_to_it():
+    history = CompletionHistory(max_tokens=64, context_tokens=2)
+    d = FastCoderDrafter(None, None, None, options=FastCoderOptions(), retrieval=RetrievalOptions(draft_len=8),
+                         estimator=AcceptanceEstimator(), cost=COST, history=history)
+    assert d._native
+    rng = np.random.default_rng(0)
+    stop = threading.Event()
+
+    def add():
+        while not stop.is_set():  # evicts every few adds: the buffer is replaced under the reader
+            history.add([1, 2], rng.integers(0, 4, 9).tolist())
+
+    writer = threading.Thread(target=add)
+    writer.start()
+    try:
+        context = rng.integers(0, 4, 400).astype(np.int64)
+        d.reset(context[:10])
+        for n in range(10, 400):
+            tree = d.propose(context[:n])
+            assert len(tree) == 0 or int(tree.tokens.max()) < 4
+    finally:
+        stop.set()
+        writer.join()
+
+
+def test_native_step_compares_the_most_recent_occurrences_only():
+    """The cache compares its 32 most recent occurrences of the context's last two tokens and the history its 32
+    most recent of the last token (the Python indexes' [-limit:]): an older continuation does not count."""
+    flat = VerifyCost([1, 64], [1.001, 1.01], 3.1, 512)  # every node is worth verifying
+
+    def build(native_on):
+        history = CompletionHistory(context_tokens=1)
+        d = FastCoderDrafter(None, None, None, options=FastCoderOptions(), retrieval=RetrievalOptions(draft_len=8),
+                             estimator=AcceptanceEstimator(), cost=flat, history=history)
+        d._native = d._native and native_on
+        for i in range(40):
+            d.cache.add([1, 2, 3 if i < 8 else 4])
+            d.history.add([0], [5, 3 if i < 8 else 4])
+        return d
+
+    fast, slow = build(True), build(False)
+    for d in (fast, slow):
+        d.reset(np.array([0, 1]))
+    for context in (np.array([0, 1, 2]), np.array([0, 1, 2, 0, 5])):
+        a, b = fast.propose(context), slow.propose(context)
+        assert _same(a, b)
+        assert 3 not in a.tokens.tolist() and 4 in a.tokens.tolist()
