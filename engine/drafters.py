@@ -174,7 +174,8 @@ class FastCoderCache:
         self.lookups = 0
         self.hits = 0
         self._buf: list[int] = []
-        self._index: dict[tuple[int, int], list[int]] = {}
+        self._index: dict[tuple[int, int], list[int]] = {}  # bigram -> continuation starts, built by search()
+        self._indexed = 0  # buffer positions the index covers (a sequence boundary)
         self.mirror = TokenMirror()  # the buffer as int64, for engine.native.propose
         self.prompt_ids: list[int] = []
         self.prompt_kv = None
@@ -209,25 +210,34 @@ class FastCoderCache:
             return
         if len(self._buf) + len(seq) + 1 > self.max_tokens:
             self._evict(len(seq) + 1)
-        start = len(self._buf)
         self._buf.extend(seq)
         self._buf.append(-1)
-        index = self._index
-        # the bigram (seq[j], seq[j + 1]) -> its continuation at buffer position start + j + 2 (the last bigram
-        # has none); plain list and dict operations (a per-bigram setdefault built a list each time)
-        for at, pair in enumerate(zip(seq[:-2], seq[1:-1]), start + 2):
-            found = index.get(pair)
-            if found is None:
-                index[pair] = [at]
-            else:
-                found.append(at)
         self.num_sequences += 1
 
     def _evict(self, room: int) -> None:
         kept = sequences_from(self._buf, min(len(self._buf), max(len(self._buf) // 2, room)))
-        self._buf, self._index, self.num_sequences = [], {}, 0
+        self._buf, self._index, self._indexed, self.num_sequences = [], {}, 0, 0
         for seq in kept:
             self.add(seq)
+
+    def _bigram_index(self) -> dict[tuple[int, int], list[int]]:
+        """The bigram index, brought up to the buffer's end: (seq[j], seq[j + 1]) -> its continuation's buffer
+        position, start + j + 2, for every stored sequence (the last bigram has none), in ascending order. Built
+        here, not in :meth:`add`, because only this Python search reads it: the native step
+        (:mod:`engine.native.propose`) scans :attr:`mirror` instead, and indexing every add cost ~60 us."""
+        buf, index, start = self._buf, self._index, self._indexed
+        while start < len(buf):
+            end = buf.index(-1, start)
+            # plain list and dict operations (a per-bigram setdefault built a list each time)
+            for at, pair in enumerate(zip(buf[start:end - 2], buf[start + 1:end - 1]), start + 2):
+                found = index.get(pair)
+                if found is None:
+                    index[pair] = [at]
+                else:
+                    found.append(at)
+            start = end + 1
+        self._indexed = start
+        return index
 
     def search(self, context: np.ndarray, draft_len: int = 16, limit: int = 32,
                tail: list[int] | None = None) -> Candidates | None:
@@ -239,7 +249,7 @@ class FastCoderCache:
         if len(context) < self.n_min:
             return None
         ctx = context[-self.n_max:].tolist() if tail is None else tail[-self.n_max:]
-        starts = self._index.get((ctx[-2], ctx[-1]) if len(ctx) >= 2 else (), [])[-limit:]
+        starts = self._bigram_index().get((ctx[-2], ctx[-1]) if len(ctx) >= 2 else (), [])[-limit:]
         if not starts:
             return None
         best, found = longest_agreement(self._buf, starts, ctx, 2)
@@ -335,6 +345,8 @@ class FastCoderDrafter:
         self.repo_state.reset()
         self.common_state.reset()
         self._prompt_len = self._chunk_from = len(prompt)
+        if self._native:
+            native_propose.prepare(self, len(prompt))
 
     def _retrieve(self, context: np.ndarray) -> list[Candidates]:
         opts, ret = self.opts, self.ret
@@ -369,16 +381,21 @@ class FastCoderDrafter:
         ~200 us with the caches cold after a verify forward); :meth:`candidates` and
         :func:`engine.draft_tree.build_draft_tree` otherwise."""
         cost = self.cost
-        if cost is not None:  # VerifyCost.at depends on len(context) // CONTEXT_BUCKET only: kept per bucket
-            bucket = len(context) // CONTEXT_BUCKET
-            if cost is not self._cost_of or bucket != self._cost_bucket:
-                self._cost_of, self._cost_bucket, self._cost_at = cost, bucket, cost.at(len(context))
-            cost = self._cost_at
+        if cost is not None:
+            cost = self.cost_at(len(context))
             if self._native:  # the same tree from one C call; None: the datastores are searched (Python path)
                 tree = native_propose.propose_native(self, context, cost)
                 if tree is not None:
                     return tree
         return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost)
+
+    def cost_at(self, context_len: int):
+        """The verify cost curve at a KV cache of ``context_len`` tokens (:meth:`engine.cost_model.VerifyCost.at`,
+        which depends on ``context_len // CONTEXT_BUCKET`` only: kept per bucket)."""
+        bucket = context_len // CONTEXT_BUCKET
+        if self.cost is not self._cost_of or bucket != self._cost_bucket:
+            self._cost_of, self._cost_bucket, self._cost_at = self.cost, bucket, self.cost.at(context_len)
+        return self._cost_at
 
     def candidates(self, context: np.ndarray) -> list[Candidates]:
         """Every source's continuations for ``context`` (FastCoder Alg. 1: the cache first, else D_r and

@@ -167,7 +167,8 @@ class CompletionHistory:
         self.factor, self.min_match = float(factor), int(min_match)
         self.num_completions = 0
         self._buf: list[int] = []
-        self._starts: dict[int, list[int]] = {}  # token -> positions right after its occurrences
+        self._starts: dict[int, list[int]] = {}  # token -> positions right after its occurrences (by search())
+        self._indexed = 0  # buffer positions _starts covers
         self._lock = threading.Lock()
         self.mirror = TokenMirror()  # the buffer as int64, for engine.native.propose (synced under the lock)
 
@@ -198,18 +199,30 @@ class CompletionHistory:
             self.num_completions += 1
 
     def _append(self, seq: list[int]) -> None:
-        start = len(self._buf)
         self._buf.extend(seq)
         self._buf.append(-1)
-        starts = self._starts
-        for i in range(start, start + len(seq)):  # token at i -> its continuation starts at i + 1
-            starts.setdefault(self._buf[i], []).append(i + 1)
 
     def _drop_oldest_half(self) -> None:
         kept = sequences_from(self._buf, len(self._buf) // 2)
-        self._buf, self._starts = [], {}
+        self._buf, self._starts, self._indexed = [], {}, 0
         for seq in kept:
             self._append(seq)
+
+    def _token_index(self) -> dict[int, list[int]]:
+        """The map token -> the positions right after its occurrences (separators excluded), brought up to the
+        buffer's end; the caller holds the lock. Built here, not in :meth:`add`: only this Python search reads it
+        (the native step scans :attr:`mirror`)."""
+        buf, starts = self._buf, self._starts
+        for i in range(self._indexed, len(buf)):  # token at i -> its continuation starts at i + 1
+            tok = buf[i]
+            if tok != -1:
+                found = starts.get(tok)
+                if found is None:
+                    starts[tok] = [i + 1]
+                else:
+                    found.append(i + 1)
+        self._indexed = len(buf)
+        return starts
 
     def search(self, context: np.ndarray, draft_len: int = 16, tail: list[int] | None = None) -> Candidates | None:
         """Continuations of the longest suffix of ``context`` ((T,) int64, pending token last) found in the
@@ -222,7 +235,7 @@ class CompletionHistory:
             return None
         ctx = context[-self.n_max:].tolist() if tail is None else tail[-self.n_max:]
         with self._lock:
-            starts = self._starts.get(ctx[-1])
+            starts = self._token_index().get(ctx[-1])
             if not starts:
                 return None
             starts = starts[-self.max_candidates:]

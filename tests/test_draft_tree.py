@@ -174,10 +174,12 @@ def test_cache_add_builds_the_reference_buffer_and_bigram_index(seqs, as_arrays)
     those of the plain reference, and a search finds what the reference's buffer holds."""
     cache = FastCoderCache()
     buf, index = [], {}
-    for seq in seqs:
+    for i, seq in enumerate(seqs):
         cache.add(np.asarray(seq, dtype=np.int64) if as_arrays else seq)
         _reference_cache_add(buf, index, seq)
-    assert cache._buf == buf and cache._index == index
+        if i % 2:  # a search between adds indexes what is there; later adds are indexed by the next one
+            cache._bigram_index()
+    assert cache._buf == buf and cache._bigram_index() == index  # the index is built when searched
     assert cache.num_sequences == sum(1 for q in seqs if sum(t >= 0 for t in q) > 2)
 
 

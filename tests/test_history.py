@@ -51,6 +51,9 @@ def test_search_returns_the_longest_match_and_its_continuations(completions, ctx
         hist.add(prompt, output)
         if output:
             stored.append(prompt[-4:] + output)
+        # a search between adds indexes what is there (the index is built by searches, not by adds)
+        between = hist.search(np.asarray(ctx, dtype=np.int64), draft_len=5)
+        assert found(between) == reference_search(stored, ctx, 6, 5, factor)
     cand = hist.search(np.asarray(ctx, dtype=np.int64), draft_len=5)
     assert found(cand) == reference_search(stored, ctx, 6, 5, factor)
     # the drafter's shared list of the context's last tokens (longer than n_max, or the whole context)

@@ -58,9 +58,47 @@ def supported(drafter) -> bool:
     return hist is None or (hist.max_candidates <= MAX_STARTS and 1 <= hist.n_max <= MAX_CONTEXT)
 
 
+def _settings(drafter) -> tuple:
+    """The drafter's settings that fc_propose's arguments hold (every value of ``pa``/``pd`` but the addresses)."""
+    ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
+    return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
+            idx.min_prob, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor))
+
+
+def propose_args(drafter) -> "ProposeArgs":
+    """This thread's :class:`ProposeArgs` for ``drafter``'s settings: made once per thread and settings, not once
+    per drafter (the decoder makes a drafter per generation, and making them cost ~0.2 ms with the caches cold)."""
+    table = getattr(_local, "propose_args", None)
+    if table is None:
+        table = _local.propose_args = {}
+    key = _settings(drafter)
+    args = table.get(key)
+    if args is None:
+        args = table[key] = ProposeArgs(drafter)
+    return args
+
+
+def prepare(drafter, prompt_len: int) -> None:
+    """A generation's setup before its first step (called from the drafter's ``reset``, before the prefill's forward,
+    while the prompt is in the caches): the drafter's arguments, the context copy's native buffers, the cache's
+    mirror and the verify cost's table at the first step's context length (the prompt and the pending token;
+    :meth:`engine.cost_model.VerifyCost.upto` builds one per context bucket, ~0.2 ms the first time), so that the
+    first decode step does only the step's work."""
+    drafter._native_args = propose_args(drafter)
+    drafter.context_index._native_buffers()
+    drafter.cache.mirror.sync(drafter.cache._buf)
+    sc = getattr(_local, "scratch", None)
+    if sc is None:
+        sc = _local.scratch = _NativeScratch()
+    cost = drafter.cost_at(prompt_len + 1)
+    if getattr(cost, "upto", None) is not None:
+        _point_table(sc, cost, min(drafter.ret.budget, sc.fits[0] * sc.fits[1]))
+
+
 class ProposeArgs:
-    """fc_propose's packed arguments for one drafter (``pa`` int64, ``pd`` float64; layout in propose.c), with the
-    addresses they hold, rewritten only when one changes (a numpy write is one more cold code path a step)."""
+    """fc_propose's packed arguments for one thread and drafter settings (``pa`` int64, ``pd`` float64; layout in
+    propose.c), with the addresses they hold, rewritten only when one changes (a numpy write is one more cold code
+    path a step)."""
 
     def __init__(self, drafter):
         ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
@@ -87,7 +125,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     lib = library()
     args = drafter._native_args
     if args is None:
-        args = drafter._native_args = ProposeArgs(drafter)
+        args = drafter._native_args = propose_args(drafter)
     idx = drafter.context_index
     idx.extend_to(context)
     seq = idx._native if idx._native is not None else idx._native_buffers()
