@@ -481,15 +481,15 @@ class SpeculativeDecoder:
         res.stats["draft_sizes"] = draft_sizes
         return res
 
-    def _stop_tokens(self, stop: Sequence[str] | None) -> np.ndarray | None:
-        """(V,) bool: the tokens whose own text contains one of the ``stop`` strings (None without stop
-        strings or a tokenizer); kept per model (:meth:`engine.healing.TokenBytes.containing`)."""
+    def _stop_tokens(self, stop: Sequence[str] | None) -> frozenset[int] | None:
+        """The ids of the tokens whose own text contains one of the ``stop`` strings (None without stop
+        strings or a tokenizer); kept per model (:meth:`engine.healing.TokenBytes.containing_ids`)."""
         texts = tuple(s for s in stop or () if s)
         if not texts or self.loaded.tokenizer is None:
             return None
-        return self.token_bytes.containing(texts)
+        return self.token_bytes.containing_ids(texts)
 
-    def _verifiable(self, tree, remaining: bytes, stop_tokens: np.ndarray | None):
+    def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None):
         """``tree`` without the nodes whose verification is wasted: those that contradict the token-healing
         constraint (:func:`engine.healing.consistent_subtree`), or, once it is spelled, those below a stop
         token (:func:`engine.verify.prune_after_stop`)."""

@@ -57,6 +57,7 @@ class TokenBytes:
     sorted_ids: np.ndarray
     exact: dict[bytes, list[int]]
     _containing: dict = field(default_factory=dict, repr=False, compare=False)
+    _containing_ids: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, vocab_size: int | None = None) -> "TokenBytes":
@@ -97,6 +98,14 @@ class TokenBytes:
                                 count=len(self.pieces))
             self._containing[key] = table
         return table
+
+    def containing_ids(self, texts: tuple[str, ...]) -> frozenset[int]:
+        """The ids of :meth:`containing`'s tokens, as a frozenset (kept per set of texts, as that table is)."""
+        key = tuple(sorted(set(texts)))
+        ids = self._containing_ids.get(key)
+        if ids is None:
+            ids = self._containing_ids[key] = frozenset(np.flatnonzero(self.containing(texts)).tolist())
+        return ids
 
     def extensions(self, prefix: bytes) -> np.ndarray:
         """(K,) int64 ids of the tokens whose bytes start with ``prefix`` (``prefix`` itself included)."""

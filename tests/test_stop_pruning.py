@@ -23,10 +23,12 @@ def test_the_stop_token_is_kept_and_what_hangs_below_it_is_dropped():
     stop = np.zeros(20, dtype=bool)
     stop[10] = True
     tree = _tree([10, 11, 12, 13, 14, 10], [-1, -1, 0, 1, 2, 1])  # 12 and 14 below a stop; 10 under 11 is one
-    kept = prune_after_stop(tree, stop)
-    assert kept.tokens.tolist() == [10, 11, 13, 10] and kept.parents.tolist() == [-1, -1, 1, 1]
-    assert prune_after_stop(_tree([11, 12], [-1, 0]), stop).tokens.tolist() == [11, 12]  # nothing to drop
-    assert len(prune_after_stop(DraftTree.empty(), stop)) == 0
+    for table in (stop, frozenset({10})):  # the (V,) table or the set of ids the decoder passes
+        kept = prune_after_stop(tree, table)
+        assert kept.tokens.tolist() == [10, 11, 13, 10] and kept.parents.tolist() == [-1, -1, 1, 1]
+        assert prune_after_stop(_tree([11, 12], [-1, 0]), table).tokens.tolist() == [11, 12]  # nothing to drop
+        assert len(prune_after_stop(DraftTree.empty(), table)) == 0
+    assert prune_after_stop(_tree([30, 10, 12], [-1, 0, 1]), stop).tokens.tolist() == [30, 10]  # 30: past the table
 
 
 def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder, real_code_prompts, monkeypatch):
