@@ -62,34 +62,70 @@ def sequences_from(buf: list[int], start: int) -> list[list[int]]:
 
 class TokenMirror:
     """An int64 numpy copy of a -1-separated token list (the buffers of :class:`CompletionHistory` and FastCoder's
-    CACHE), kept up to date incrementally for the native drafting step (:mod:`engine.native.propose`), which scans
-    it instead of the Python dict indexes.
+    CACHE) with each token's chain of earlier occurrences, kept up to date incrementally for the native drafting
+    step (:mod:`engine.native.propose`), which follows the chains instead of the Python dict indexes.
 
-    :meth:`sync` copies the tokens appended since the last call; a replaced list (the buffers are rebuilt, not
-    shortened in place, when they evict) is copied whole. Attributes after a sync: ``array`` ((capacity,) int64,
-    the first ``length`` entries valid) and ``address`` (its data pointer, an int).
+    :meth:`sync` copies the tokens appended since the last call and extends the chains over them
+    (``fc_chain_extend``); a replaced list (the buffers are rebuilt, not shortened in place, when they evict) is
+    copied whole. After a sync: ``array`` ((capacity,) int64, the first ``length`` entries valid), ``prev``
+    ((capacity,) int32: the last earlier position of the same token, -1 for none and for separators), ``head``
+    (int32 per token id: its last position, -1 for none; grown to the largest id seen) and ``pointers`` (their
+    addresses and ``len(head)``, a new tuple whenever one changes). Without the native library only ``array``
+    is kept.
     """
 
-    __slots__ = ("source", "array", "length", "address")
+    __slots__ = ("source", "array", "prev", "head", "length", "pointers")
 
     def __init__(self):
         self.source: list[int] | None = None
         self.array = np.empty(0, dtype=np.int64)
+        self.prev = np.empty(0, dtype=np.int32)
+        self.head = np.empty(0, dtype=np.int32)
         self.length = 0
-        self.address = 0
+        self.pointers = (0, 0, 0, 0)
 
     def sync(self, buf: list[int]) -> int:
-        """Bring the copy up to ``buf``; returns its length (tokens)."""
+        """Bring the copy and its chains up to ``buf``; returns its length (tokens)."""
         n = len(buf)
         if buf is self.source and self.length <= n <= len(self.array):
             if n != self.length:
                 self.array[self.length:n] = buf[self.length:n]
+                self._chain(self.length, n)
                 self.length = n
             return n
+        grown = buf is self.source and self.length <= n  # appended past the capacity: the chains so far stay
         array = np.empty(max(1024, 2 * n), dtype=np.int64)
         array[:n] = buf
-        self.source, self.array, self.length, self.address = buf, array, n, array.ctypes.data
+        prev = np.empty(len(array), dtype=np.int32)
+        done = 0
+        if grown:
+            prev[:self.length] = self.prev[:self.length]
+            done = self.length
+        else:
+            self.head = np.full(max(len(self.head), 1024), -1, dtype=np.int32)
+        self.source, self.array, self.prev = buf, array, prev
+        self._chain(done, n)
+        self.length = n
         return n
+
+    def _chain(self, start: int, end: int) -> None:
+        """Extend the chains over ``array[start:end]`` (growing ``head`` for larger token ids) and refresh
+        ``pointers``."""
+        from . import native  # noqa: PLC0415  (engine.native imports nothing of the engine)
+
+        lib = native.library()
+        if lib is None:
+            return
+        while start < end:
+            start = lib.fc_chain_extend(self.array.ctypes.data, self.prev.ctypes.data, self.head.ctypes.data,
+                                        len(self.head), start, end)
+            if start < end:  # a token id past the head table
+                head = np.full(max(2 * len(self.head), int(self.array[start]) + 1), -1, dtype=np.int32)
+                head[:len(self.head)] = self.head
+                self.head = head
+        pointers = (self.array.ctypes.data, self.prev.ctypes.data, self.head.ctypes.data, len(self.head))
+        if pointers != self.pointers:
+            self.pointers = pointers
 
 
 def longest_agreement(buf: list[int], starts: list[int], ctx: list[int], agreed: int) -> tuple[int, list[int]]:

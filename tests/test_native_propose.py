@@ -126,16 +126,30 @@ def test_native_step_is_used_for_the_default_configuration_and_can_be_switched_o
     assert not FastCoderDrafter(None, None, None)._native  # trees not sized by cost
 
 
+def _chains_hold(mirror: TokenMirror, buf: list[int]) -> bool:
+    """Whether ``mirror``'s chains give, for each position, the last earlier position of the same token."""
+    last: dict[int, int] = {}
+    for i, t in enumerate(buf):
+        if mirror.prev[i] != (last.get(t, -1) if t >= 0 else -1):
+            return False
+        if t >= 0:
+            last[t] = i
+    return all(mirror.head[t] == i for t, i in last.items()) and (mirror.head >= -1).all()
+
+
 def test_token_mirror_follows_appends_and_replaced_buffers():
     mirror, buf = TokenMirror(), [1, 2, -1]
-    assert mirror.sync(buf) == 3 and mirror.array[:3].tolist() == [1, 2, -1]
-    address = mirror.address
-    buf += [4, 5, -1]
-    assert mirror.sync(buf) == 6 and mirror.array[:6].tolist() == [1, 2, -1, 4, 5, -1] and mirror.address == address
-    buf += list(range(3000))  # past the capacity: a new array
-    assert mirror.sync(buf) == len(buf) and mirror.array[:len(buf)].tolist() == buf
-    replaced = [9, -1]  # an eviction rebuilds the list
-    assert mirror.sync(replaced) == 2 and mirror.array[:2].tolist() == [9, -1]
+    assert mirror.sync(buf) == 3 and mirror.array[:3].tolist() == [1, 2, -1] and _chains_hold(mirror, buf)
+    pointers = mirror.pointers
+    buf += [4, 1, -1]
+    assert mirror.sync(buf) == 6 and mirror.array[:6].tolist() == [1, 2, -1, 4, 1, -1] and _chains_hold(mirror, buf)
+    assert mirror.pointers is pointers  # nothing moved
+    buf += [5000, 7, 1, -1]  # a token id past the head table: it grows
+    assert mirror.sync(buf) == 10 and _chains_hold(mirror, buf) and mirror.pointers[3] > 5000
+    buf += [i % 50 for i in range(3000)]  # past the capacity: new arrays, the chains so far kept
+    assert mirror.sync(buf) == len(buf) and mirror.array[:len(buf)].tolist() == buf and _chains_hold(mirror, buf)
+    replaced = [9, 1, -1]  # an eviction rebuilds the list
+    assert mirror.sync(replaced) == 3 and mirror.array[:3].tolist() == replaced and _chains_hold(mirror, replaced)
 
 
 def test_native_step_reads_the_history_safely_while_another_thread_adds_to_it():

@@ -5,9 +5,9 @@
    Why one call. After each verify forward (which streams ~40 MB of weights and KV cache through the caches) every
    distinct Python or numpy code path costs ~20 us the first time: the Python path ran ~10 of them a step (the cache's
    and the history's dict lookups and list slices, three Candidates objects, the copy's and the builder's ctypes
-   calls and marshalling), ~200-250 us of a ~3.5 ms step. Here the sources are searched by scanning their token
-   buffers backwards (int64 mirrors of the Python lists, -1 between sequences), which finds the same occurrences
-   as the Python dict indexes:
+   calls and marshalling), ~200-250 us of a ~3.5 ms step. Here the sources are searched in int64 mirrors of the
+   Python lists (-1 between sequences) by following each token's chain of earlier occurrences (fc_chain_extend,
+   kept up to date as the buffers grow), which finds the same occurrences as the Python dict indexes:
    - the cache: the `limit` most recent positions p with buf[p - 2], buf[p - 1] = the context's last two tokens and
      buf[p] a token (FastCoderCache's bigram index holds exactly these, in ascending order);
    - the history: the `max_candidates` most recent positions i + 1 with buf[i] = the context's last token, the end of
@@ -40,6 +40,40 @@ enum { PROPOSE_MAX_STARTS = 64, PROPOSE_MAX_WIDTH = 64, PROPOSE_MAX_CTX = 256 };
 #define PROPOSE_MAX_PREFIX 8
 /* Added to the result when the cache had a continuation (the cache's hit counter). */
 #define PROPOSE_CACHE_HIT ((int64_t)1 << 40)
+
+/* The occurrence chains of a token buffer (engine.history.TokenMirror): prev[i] is the last position before i
+   holding the same token (-1: none; -1 separators are not chained), head[t] the last position holding token t.
+   Extends them over buf[from, to); stops at a token id >= head_len and returns its position (the caller grows
+   head and calls again from there), else returns to. */
+int64_t fc_chain_extend(const int64_t *buf, int32_t *prev, int32_t *head, int64_t head_len, int64_t from,
+                        int64_t to) {
+    for (int64_t i = from; i < to; i++) {
+        int64_t t = buf[i];
+        if (t < 0) {
+            prev[i] = -1;
+            continue;
+        }
+        if (t >= head_len) return i;
+        prev[i] = head[t];
+        head[t] = (int32_t)i;
+    }
+    return to;
+}
+
+/* A token buffer with its occurrence chains (fc_chain_extend over its first len tokens). */
+typedef struct {
+    const int64_t *buf;
+    const int32_t *prev, *head;
+    int64_t len, head_len;
+} chained;
+
+/* The last position before `before` (exclusive) holding token t, following the chains; -1 when none. */
+static int64_t last_before(const chained *c, int64_t t, int64_t before) {
+    if (t < 0 || t >= c->head_len) return -1;
+    int64_t i = c->head[t];
+    while (i >= 0 && i >= before) i = c->prev[i];
+    return i;
+}
 
 /* One source's continuations: rows (n_rows x width, -1 padded), counts, the longest agreement (match length). */
 typedef struct {
@@ -103,13 +137,15 @@ static void count_continuations(const int64_t *buf, int64_t buf_len, const int64
 
 /* FastCoderCache.search (limit most recent bigram occurrences, agreement from 2 tokens, rows of draft_len tokens).
    Returns 1 when it found continuations. */
-static int cache_search(const int64_t *buf, int64_t buf_len, const int64_t *ctx, int64_t ctx_len, int64_t limit,
-                        int64_t draft_len, source_rows *out) {
-    int64_t starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
+static int cache_search(const chained *c, const int64_t *ctx, int64_t ctx_len, int64_t limit, int64_t draft_len,
+                        source_rows *out) {
+    const int64_t *buf = c->buf;
+    int64_t buf_len = c->len, starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
     if (ctx_len < 2) return 0;
     int64_t a = ctx[ctx_len - 2], b = ctx[ctx_len - 1];
-    for (int64_t p = buf_len - 1; p >= 2 && n < limit; p--)
-        if (buf[p] >= 0 && buf[p - 1] == b && buf[p - 2] == a) starts[n++] = p;
+    /* the occurrences q of b, most recent first, with a before and a token after: continuation start q + 1 */
+    for (int64_t q = last_before(c, b, buf_len - 1); q >= 1 && n < limit; q = c->prev[q])
+        if (buf[q + 1] >= 0 && buf[q - 1] == a) starts[n++] = q + 1;
     if (n == 0) return 0;
     for (int64_t i = 0, j = n - 1; i < j; i++, j--) { /* ascending, as the index lists them */
         int64_t t = starts[i];
@@ -123,14 +159,13 @@ static int cache_search(const int64_t *buf, int64_t buf_len, const int64_t *ctx,
 }
 
 /* CompletionHistory.search. Returns 1 when it found continuations of a match of at least min_match tokens. */
-static int history_search(const int64_t *buf, int64_t buf_len, const int64_t *ctx, int64_t ctx_len,
-                          int64_t max_candidates, int64_t min_match, double factor, int64_t draft_len,
-                          source_rows *out) {
-    int64_t starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
+static int history_search(const chained *c, const int64_t *ctx, int64_t ctx_len, int64_t max_candidates,
+                          int64_t min_match, double factor, int64_t draft_len, source_rows *out) {
+    const int64_t *buf = c->buf;
+    int64_t buf_len = c->len, starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
     if (ctx_len < 1 || draft_len < 1) return 0;
-    int64_t last = ctx[ctx_len - 1];
-    for (int64_t i = buf_len - 1; i >= 0 && n < max_candidates; i--)
-        if (buf[i] == last) starts[n++] = i + 1;
+    for (int64_t i = last_before(c, ctx[ctx_len - 1], buf_len); i >= 0 && n < max_candidates; i = c->prev[i])
+        starts[n++] = i + 1;
     if (n == 0) return 0;
     for (int64_t i = 0, j = n - 1; i < j; i++, j--) {
         int64_t t = starts[i];
@@ -171,7 +206,8 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      6 its max_candidates, 7 its min_match, 8 draft_len, 9 the copy's max_candidates, 10 its depth, 11 its
      max_tokens, 12 and 13 the tree builder's packed arguments (ia, da of fc_build_sized_packed), 14 max rows and
      15 max depth per source, 16 and 17 the builder's scratch rows and width, 18 the cache's n_min, 19 and 20 the
-     datastore sources' fields (fc_build_sized_parts' layout, 10 int64 each) and weights;
+     datastore sources' fields (fc_build_sized_parts' layout, 10 int64 each) and weights, 21-23 the cache
+     buffer's occurrence chains (prev, head, head's length; fc_chain_extend), 24-26 the history's;
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
@@ -187,7 +223,10 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
     int64_t copy_tokens[PROPOSE_MAX_WIDTH];
     double copy_probs[PROPOSE_MAX_WIDTH], copy_count[1] = {1.0};
     const int64_t *ctx = (const int64_t *)(intptr_t)pa[0];
-    const int64_t *cache_buf = (const int64_t *)(intptr_t)pa[1], *history_buf = (const int64_t *)(intptr_t)pa[2];
+    const chained cache = {(const int64_t *)(intptr_t)pa[1], (const int32_t *)(intptr_t)pa[21],
+                           (const int32_t *)(intptr_t)pa[22], cache_len, pa[23]};
+    const chained history = {(const int64_t *)(intptr_t)pa[2], (const int32_t *)(intptr_t)pa[24],
+                             (const int32_t *)(intptr_t)pa[25], history_len, pa[26]};
     int64_t draft_len = pa[8];
     if (draft_len < 1 || draft_len > PROPOSE_MAX_WIDTH || pa[4] > PROPOSE_MAX_STARTS || pa[6] > PROPOSE_MAX_STARTS
         || pa[11] > PROPOSE_MAX_WIDTH || pa[9] > PROPOSE_MAX_STARTS || pa[3] > PROPOSE_MAX_CTX
@@ -206,7 +245,7 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
     /* the cache first (Alg. 1): the context's last n_max tokens */
     if (ctx_len >= pa[18]) {
         int64_t tail = ctx_len < pa[3] ? ctx_len : pa[3];
-        if (cache_search(cache_buf, cache_len, ctx + ctx_len - tail, tail, pa[4], draft_len, &cache_rows)) {
+        if (cache_search(&cache, ctx + ctx_len - tail, tail, pa[4], draft_len, &cache_rows)) {
             part_fields(parts, cache_rows.rows, cache_rows.n_rows, cache_rows.width, cache_rows.counts, SOURCE_CACHE,
                         cache_rows.match);
             n_parts = hit = 1;
@@ -219,10 +258,9 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
         part_fields(parts + 10 * n_parts++, copy_tokens, 1, k, copy_count, SOURCE_CONTEXT, match);
     }
 history:
-    if (history_buf != NULL) {
+    if (history.buf != NULL) {
         int64_t tail = ctx_len < pa[5] ? ctx_len : pa[5];
-        if (history_search(history_buf, history_len, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], draft_len,
-                           &history_rows))
+        if (history_search(&history, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], draft_len, &history_rows))
             part_fields(parts + 10 * n_parts++, history_rows.rows, history_rows.n_rows, history_rows.width,
                         history_rows.counts, SOURCE_HISTORY, history_rows.match);
     }

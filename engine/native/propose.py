@@ -102,7 +102,7 @@ class ProposeArgs:
 
     def __init__(self, drafter):
         ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
-        self.pa = np.zeros(21, dtype=np.int64)
+        self.pa = np.zeros(27, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -112,7 +112,7 @@ class ProposeArgs:
         self.pd[:] = [idx.factor, idx.min_prob, hist.factor if hist else 0.0]
         self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
-        self.cache_address = self.history_address = 0
+        self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
 
 
 def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
@@ -148,8 +148,9 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         sc.ia[24], sc.da[4] = sc.limits = (budget, min_prob)
     cache = drafter.cache
     cache_len = cache.mirror.sync(cache._buf)
-    if cache.mirror.address != args.cache_address:
-        pa[1] = args.cache_address = cache.mirror.address
+    if cache.mirror.pointers is not args.cache_pointers:
+        args.cache_pointers = got = cache.mirror.pointers
+        pa[1], pa[21], pa[22], pa[23] = got
     n_ctx = len(idx._list)
     found = _call(lib, args, drafter.history, n_ctx, cache_len, -1)
     if found == RETRIEVE:  # the cache and the copy had nothing: D_r and D_c (Python), then the tree in C
@@ -181,6 +182,7 @@ def _call(lib, args: ProposeArgs, hist, n_ctx: int, cache_len: int, n_prefix: in
         return lib.fc_propose(*args.addresses, n_ctx, cache_len, 0, n_prefix)
     with hist._lock:
         hist_len = hist.mirror.sync(hist._buf)
-        if hist.mirror.address != args.history_address:
-            args.pa[2] = args.history_address = hist.mirror.address
+        if hist.mirror.pointers is not args.history_pointers:
+            args.history_pointers = got = hist.mirror.pointers
+            args.pa[2], args.pa[24], args.pa[25], args.pa[26] = got
         return lib.fc_propose(*args.addresses, n_ctx, cache_len, hist_len, n_prefix)
