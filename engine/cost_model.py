@@ -134,6 +134,15 @@ class VerifyCost:
             self.__dict__["_table_cache"] = cached = (key, table)
         return cached[1][:n + 1]
 
+    def prepare_tables(self, n: int) -> None:
+        """Make :meth:`upto`'s table up to ``n`` for the curve of every context bucket (:meth:`at`) now: ~0.1-0.2
+        ms each the first time, which the first decode step of a prompt in a new bucket paid otherwise."""
+        if not self.long_ratios or self.long_context <= self.context or len(self.long_ratios) != len(self.ratios):
+            self.upto(n)
+            return
+        for bucket in range(self.context // CONTEXT_BUCKET, self.long_context // CONTEXT_BUCKET + 1):
+            self.at(bucket * CONTEXT_BUCKET).upto(n)
+
     @classmethod
     def flat(cls) -> "VerifyCost":
         """A curve where verification is free (c(n) = 1): accelerators at small n; tests."""
@@ -299,6 +308,11 @@ def default_cost_cache() -> Path:
     return cache_root() / "verify_cost"
 
 
+#: Curves read from the cache in this process: file -> (its text, the curve). Every decoder of the same model then
+#: shares one object, and with it the per-context-bucket curves and tables it keeps (:meth:`VerifyCost.at`).
+_LOADED: dict[str, tuple[str, VerifyCost]] = {}
+
+
 def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = None) -> VerifyCost:
     """The cached curve for this (model, device, dtype, threads), measured and cached on first use.
 
@@ -313,9 +327,15 @@ def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = No
     folder = Path(cache_dir) if cache_dir is not None else default_cost_cache()
     path = folder / f"{digest}.json"
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
+        held = _LOADED.get(str(path))
+        if held is not None and held[0] == text:  # one curve object per process: its bucket curves and tables too
+            return held[1]
+        data = json.loads(text)
         if data.get("key") == key:
-            return VerifyCost.from_dict(data)
+            cost = VerifyCost.from_dict(data)
+            _LOADED[str(path)] = (text, cost)
+            return cost
     except FileNotFoundError:
         pass
     except (OSError, ValueError, KeyError, TypeError) as exc:

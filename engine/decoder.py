@@ -171,6 +171,8 @@ class SpeculativeDecoder:
 
             self.estimator = shared_estimator if shared_estimator is not None else AcceptanceEstimator()
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
+            if hasattr(self.cost, "prepare_tables"):  # every context bucket's table now, not in a decode step
+                self.cost.prepare_tables(MAX_DRAFT_TOKENS)
             self.options.setdefault("draft_budget", MAX_DRAFT_TOKENS)  # a cap: the cost model sizes trees
             if method != "sdsat":  # trees keep ~4-16 nodes: sample fewer matches, shorter continuations
                 self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
