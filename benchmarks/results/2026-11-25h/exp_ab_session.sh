@@ -1,11 +1,19 @@
 #!/bin/bash
-# A/B: session start (51cd1a6, worktree /tmp/exp/base) vs the working tree, alternating; ar + fastcoder
+# A/B: session start (51cd1a6, worktree $BASE) vs the working tree, alternating; ar + fastcoder
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)   # the clone (its head is the "new" side)
+SHARED=$ROOT/../shared
+PY=$ROOT/.venv/bin/python
+SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+OUT=${OUT:-/tmp/fastcoder-exp}
+BASE=${BASE:-$OUT/base}   # a worktree of the session's start, made here when missing
+[ -d "$BASE" ] || git -C "$ROOT" worktree add -f "$BASE" 51cd1a6
+mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 for round in 1 2; do for repo in pluggy jinja2 pygls; do for kind in function fim-line; do for tree in base new; do
-  if [ $tree = base ]; then dir=/tmp/exp/base; else dir=/work/main; fi
-  out=/tmp/exp/ab2/${repo}_${kind}_${tree}_r$round.json
-  (cd $dir && PYTHONPATH=$dir /work/main/.venv/bin/python -m engine bench --model /work/shared/models/tiny-py-coder --repo /work/main/.venv/lib/python3.11/site-packages/$repo --common stdlib --tasks 10 --max-new-tokens 128 --seed 0 --threads 1 --task-kind $kind --methods ar,fastcoder --no-headroom --json $out > /dev/null 2>&1)
-  /work/main/.venv/bin/python -c "
+  if [ $tree = base ]; then dir=$BASE; else dir=$ROOT; fi
+  out=$OUT/ab2/${repo}_${kind}_${tree}_r$round.json
+  (cd $dir && PYTHONPATH=$dir $PY -m engine bench --model $SHARED/models/tiny-py-coder --repo $SITE/$repo --common stdlib --tasks 10 --max-new-tokens 128 --seed 0 --threads 1 --task-kind $kind --methods ar,fastcoder --no-headroom --json $out > /dev/null 2>&1)
+  $PY -c "
 import json; d=json.load(open('$out'))['methods']; f=d['fastcoder']; a=d['ar']
 print('$repo $kind $tree r$round', 'ar %.3f fc %.3f speedup %.3f step_share %.2f%% step_ms %.3f acc %.3f lossless %s' % (a['ms_per_token'], f['ms_per_token'], f['speedup'], 100*f['step_retrieval_share'], f['step_retrieval_ms_per_step'], f['mean_accepted_length'], f['lossless']))"
 done; done; done; done

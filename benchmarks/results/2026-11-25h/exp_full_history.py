@@ -1,5 +1,7 @@
+# Experiment (benchmarks/README.md, "Update 2026-11-25 (night, 18:40-21:40)"): the native step against the Python path
+# with a full completion history (32K tokens of random ids) and the caches evicted before each call.
 import time, numpy as np, sys
-sys.path.insert(0, '/work/main')
+sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[3]))
 from engine.acceptance import AcceptanceEstimator
 from engine.cost_model import VerifyCost
 from engine.drafters import FastCoderDrafter, FastCoderOptions, RetrievalOptions

@@ -1,0 +1,23 @@
+#!/bin/bash
+# The nine cells, the clone's head and the session's start (51cd1a6, worktree base) alternating: ar,copyspec,suffix,fastcoder, 10 tasks, 1 thread
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)   # the clone (its head is the "new" side)
+SHARED=$ROOT/../shared
+PY=$ROOT/.venv/bin/python
+SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+OUT=${OUT:-/tmp/fastcoder-exp}
+BASE=${BASE:-$OUT/base}   # a worktree of the session's start, made here when missing
+[ -d "$BASE" ] || git -C "$ROOT" worktree add -f "$BASE" 51cd1a6
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
+for spec in final-r1 base-r3 final-r2; do tree=${spec%-*}; round=${spec#*-};
+  if [ $tree = base ]; then src=$BASE; else src=$ROOT; fi
+  out=$OUT/cells3/$spec; mkdir -p $out
+  cd $src
+  for kind in function fim-block fim-line; do for repo in jinja2 pluggy pygls; do
+    PYTHONPATH=$src $PY -m engine bench --model $SHARED/models/tiny-py-coder \
+      --repo $SITE/$repo --common stdlib --tasks 10 --max-new-tokens 128 --seed 0 \
+      --threads 1 --task-kind $kind --methods ar,copyspec,suffix,fastcoder --no-headroom \
+      --json $out/${kind}_$repo.json --markdown $out/${kind}_$repo.md > $out/${kind}_$repo.log 2>&1
+  done; done
+  echo "$spec done $(date +%T)"
+done
