@@ -200,7 +200,7 @@ class FastCoderCache:
     @property
     def nbytes(self) -> int:
         """Approximate memory held (bytes), the prompt KV cache included."""
-        return 8 * len(self._buf) + 120 * len(self._index) + self.kv_nbytes
+        return 8 * len(self._buf) + 120 * len(self._index) + self.mirror.nbytes + self.kv_nbytes
 
     def add(self, tokens) -> None:
         """Store one sequence (token ids: a list or a 1-D int array); sequences shorter than n_min + 1 are

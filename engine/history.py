@@ -84,6 +84,11 @@ class TokenMirror:
         self.length = 0
         self.pointers = (0, 0, 0, 0)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the copy and its chains (bytes)."""
+        return self.array.nbytes + self.prev.nbytes + self.head.nbytes
+
     def sync(self, buf: list[int]) -> int:
         """Bring the copy and its chains up to ``buf``; returns its length (tokens)."""
         n = len(buf)
@@ -216,7 +221,7 @@ class CompletionHistory:
     @property
     def nbytes(self) -> int:
         """Approximate memory held (bytes)."""
-        return 8 * len(self._buf) + 64 * len(self._starts)
+        return 8 * len(self._buf) + 64 * len(self._starts) + self.mirror.nbytes
 
     def add(self, prompt_tail: Sequence[int], output: Sequence[int]) -> None:
         """Store one finished generation: its ``output`` token ids (an end-of-sequence token excluded) after

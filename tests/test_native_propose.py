@@ -148,6 +148,7 @@ def test_token_mirror_follows_appends_and_replaced_buffers():
     assert mirror.sync(buf) == 10 and _chains_hold(mirror, buf) and mirror.pointers[3] > 5000
     buf += [i % 50 for i in range(3000)]  # past the capacity: new arrays, the chains so far kept
     assert mirror.sync(buf) == len(buf) and mirror.array[:len(buf)].tolist() == buf and _chains_hold(mirror, buf)
+    assert mirror.nbytes == mirror.array.nbytes + mirror.prev.nbytes + mirror.head.nbytes > 8 * len(buf)
     replaced = [9, 1, -1]  # an eviction rebuilds the list
     assert mirror.sync(replaced) == 3 and mirror.array[:3].tolist() == replaced and _chains_hold(mirror, replaced)
 
