@@ -40,6 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import native
 from .draft_tree import SOURCE_HISTORY, Candidates
 
 
@@ -116,8 +117,6 @@ class TokenMirror:
     def _chain(self, start: int, end: int) -> None:
         """Extend the chains over ``array[start:end]`` (growing ``head`` for larger token ids) and refresh
         ``pointers``."""
-        from . import native  # noqa: PLC0415  (engine.native imports nothing of the engine)
-
         lib = native.library()
         if lib is None:
             return

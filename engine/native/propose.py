@@ -22,7 +22,7 @@ import numpy as np
 from ..acceptance import AcceptanceEstimator
 from ..draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, DraftTree, build_draft_tree
 from . import library
-from .tree import _local, _NativeScratch, _point_table, _tree_from, pack_parts
+from .tree import _local, _tree_from, pack_parts, set_limits, thread_scratch
 
 NATIVE_PROPOSE_ENV = "FASTCODER_NATIVE_PROPOSE"
 #: fc_propose's results: no continuation from the cache or the copy (the datastores are searched in Python), and
@@ -87,12 +87,9 @@ def prepare(drafter, prompt_len: int) -> None:
     drafter._native_args = propose_args(drafter)
     drafter.context_index._native_buffers()
     drafter.cache.mirror.sync(drafter.cache._buf)
-    sc = getattr(_local, "scratch", None)
-    if sc is None:
-        sc = _local.scratch = _NativeScratch()
     cost = drafter.cost_at(prompt_len + 1)
     if getattr(cost, "upto", None) is not None:
-        _point_table(sc, cost, min(drafter.ret.budget, sc.fits[0] * sc.fits[1]))
+        set_limits(thread_scratch(), cost, drafter.ret.budget, drafter.ret.min_prob)
 
 
 class ProposeArgs:
@@ -129,9 +126,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     idx = drafter.context_index
     idx.extend_to(context)
     seq = idx._native if idx._native is not None else idx._native_buffers()
-    sc = getattr(_local, "scratch", None)
-    if sc is None:
-        sc = _local.scratch = _NativeScratch()
+    sc = thread_scratch()
     if getattr(cost, "upto", None) is None or not sc.use_estimator(drafter.estimator):
         return None
     pa = args.pa
@@ -143,9 +138,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         pa[19], pa[20] = sc.parts_args
         args.scratch = sc
     budget, min_prob = drafter.ret.budget, drafter.ret.min_prob
-    _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
-    if (budget, min_prob) != sc.limits:
-        sc.ia[24], sc.da[4] = sc.limits = (budget, min_prob)
+    set_limits(sc, cost, budget, min_prob)
     cache = drafter.cache
     cache_len = cache.mirror.sync(cache._buf)
     if cache.mirror.pointers is not args.cache_pointers:

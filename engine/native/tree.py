@@ -144,6 +144,22 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
     return _tree_from(sc, kept)
 
 
+def thread_scratch() -> _NativeScratch:
+    """This thread's scratch of default size (made on first use)."""
+    sc = getattr(_local, "scratch", None)
+    if sc is None:
+        sc = _local.scratch = _NativeScratch()
+    return sc
+
+
+def set_limits(sc: _NativeScratch, cost, budget: int, min_prob: float) -> None:
+    """Point the builder at ``cost``'s c(n) table for any tree the scratch holds, and set its caps (``budget``
+    draft tokens, ``min_prob``); numpy is written only when a value changes."""
+    _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
+    if (budget, min_prob) != sc.limits:
+        sc.ia[24], sc.da[4] = sc.limits = (budget, min_prob)
+
+
 def _point_table(sc: _NativeScratch, cost, m: int) -> None:
     """Point the builder's c(0), c(1), ... argument (``ia[25]``, its length ``ia[26]``) at a table holding at
     least c(0..m): the curve's own cached table (:meth:`engine.cost_model.VerifyCost.upto`, the same values
@@ -245,17 +261,12 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
     """
     upto = getattr(cost, "upto", None)
     n_parts = len(parts)
-    sc = getattr(_local, "scratch", None)
-    if sc is None:
-        sc = _local.scratch = _NativeScratch()
+    sc = thread_scratch()
     if upto is None or n_parts > sc.fits[2] or not sc.use_estimator(estimator):
         return None
     if pack_parts(sc, parts) < 0:
         return None
-    _point_table(sc, cost, min(budget, sc.fits[0] * sc.fits[1]))  # no tree outgrows the scratch
-    ia = sc.ia
-    if (budget, min_prob) != sc.limits:  # numpy written on change only
-        ia[24], sc.da[4] = sc.limits = (budget, min_prob)
+    set_limits(sc, cost, budget, min_prob)
     kept = lib.fc_build_sized_parts(*sc.args, *sc.parts_args, n_parts, SIZED_MAX_ROWS, SIZED_MAX_DEPTH,
                                     sc.fits[0], sc.fits[1])
     return _tree_from(sc, kept)

@@ -1,11 +1,6 @@
 #!/bin/bash
 # A/B: FASTCODER_NATIVE_PROPOSE=0 vs 1, alternating, fastcoder + ar
-ROOT=$(cd "$(dirname "$0")/../../.." && pwd)   # the clone (its head is the "new" side)
-SHARED=$ROOT/../shared
-PY=$ROOT/.venv/bin/python
-SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-OUT=${OUT:-/tmp/fastcoder-exp}
-mkdir -p "$OUT"
+source "$(dirname "$0")/exp_env.sh"
 cd $ROOT; export PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 for round in 1 2; do for repo in pluggy jinja2 pygls; do for kind in function fim-line; do for np_ in 0 1; do
   out=$OUT/ab/${repo}_${kind}_np${np_}_r$round.json

@@ -1,13 +1,7 @@
 #!/bin/bash
 # A/B: session start (51cd1a6, worktree $BASE) vs the working tree, alternating; ar + fastcoder
-ROOT=$(cd "$(dirname "$0")/../../.." && pwd)   # the clone (its head is the "new" side)
-SHARED=$ROOT/../shared
-PY=$ROOT/.venv/bin/python
-SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-OUT=${OUT:-/tmp/fastcoder-exp}
-BASE=${BASE:-$OUT/base}   # a worktree of the session's start, made here when missing
-[ -d "$BASE" ] || git -C "$ROOT" worktree add -f "$BASE" 51cd1a6
-mkdir -p "$OUT"
+source "$(dirname "$0")/exp_env.sh"
+base_worktree
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 for round in 1 2; do for repo in pluggy jinja2 pygls; do for kind in function fim-line; do for tree in base new; do
   if [ $tree = base ]; then dir=$BASE; else dir=$ROOT; fi

@@ -1,13 +1,7 @@
 #!/bin/bash
 # The nine cells, the clone's head and the session's start (51cd1a6, worktree base) alternating: ar,copyspec,suffix,fastcoder, 10 tasks, 1 thread
-ROOT=$(cd "$(dirname "$0")/../../.." && pwd)   # the clone (its head is the "new" side)
-SHARED=$ROOT/../shared
-PY=$ROOT/.venv/bin/python
-SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-OUT=${OUT:-/tmp/fastcoder-exp}
-BASE=${BASE:-$OUT/base}   # a worktree of the session's start, made here when missing
-[ -d "$BASE" ] || git -C "$ROOT" worktree add -f "$BASE" 51cd1a6
-mkdir -p "$OUT"
+source "$(dirname "$0")/exp_env.sh"
+base_worktree
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 for spec in final-r1 base-r3 final-r2; do tree=${spec%-*}; round=${spec#*-};
   if [ $tree = base ]; then src=$BASE; else src=$ROOT; fi
