@@ -349,8 +349,15 @@ class FastCoderDrafter:
             native_propose.prepare(self, len(prompt))
 
     def _retrieve(self, context: np.ndarray) -> list[Candidates]:
-        opts, ret = self.opts, self.ret
-        key = tuple(context[-ret.n_min:].tolist())
+        key = self._retrieval_key(context)
+        return [] if key is None else self._search_stores(context, key)
+
+    def _retrieval_key(self, context: np.ndarray) -> tuple | None:
+        """FastCoder Alg. 1's retrieval strategy before D_r and D_c are searched: the missing table's key for
+        ``context`` (its last ``n_min`` tokens), or None when the step skips retrieval (``skipped`` counts them):
+        the key is in the missing table, or the context is at a skip token and the coin says skip."""
+        opts = self.opts
+        key = tuple(context[-self.ret.n_min:].tolist())
         if opts.use_strategy:
             version = getattr(self.repo, "version", None)
             if version != self._missing_version:  # D_r changed: earlier misses may now hit
@@ -358,19 +365,30 @@ class FastCoderDrafter:
                 self._missing_version = version
             if key in self.missing:
                 self.skipped += 1
-                return []
+                return None
             if self.token_info is not None and self.token_info.at_line_start(context) \
                     and self.rng.random() >= opts.skip_probability:
                 self.skipped += 1
-                return []
+                return None
+        return key
+
+    def _search_stores(self, context: np.ndarray, key: tuple) -> list[Candidates]:
+        """D_r's and D_c's continuations for ``context`` (each store's :class:`MatchState` carried), ``key`` added
+        to the missing table when neither has one."""
+        opts, ret = self.opts, self.ret
         found = [c for c in (_retrieval_candidates(self.repo, context, ret, opts.alpha, SOURCE_REPO,
                                                    self.repo_state),
                              _retrieval_candidates(self.common, context, ret, opts.beta, SOURCE_COMMON,
                                                    self.common_state))
                  if c is not None]
-        if not found and opts.use_strategy and (self.repo is not None or self.common is not None):
-            self.missing.add(key)
+        if not found:
+            self.note_miss(key)
         return found
+
+    def note_miss(self, key: tuple) -> None:
+        """Neither D_r nor D_c continues the context ending in ``key``: into the missing table (FastCoder Alg. 1)."""
+        if self.opts.use_strategy and (self.repo is not None or self.common is not None):
+            self.missing.add(key)
 
     def propose(self, context: np.ndarray) -> DraftTree:
         """The draft tree for ``context`` ((T,) int64: prompt + output so far), sized against the verify

@@ -321,6 +321,12 @@ class RepoDatastore:
 
     # ------------------------------------------------------------------ search
 
+    def searched_store(self) -> Datastore | None:
+        """The :class:`~engine.datastore.Datastore` whose search this one's is right now: the base while no edit
+        is pending (:meth:`search` hands it the query), else None (the search merges base and overlay)."""
+        s = self._snap
+        return s.base if s.overlay is None and s.tomb is None else None
+
     def search(self, context, n_max: int = 16, n_min: int = 2, draft_len: int = 16,
                max_matches: int = 128, state: MatchState | None = None) -> Retrieval:
         """Same contract as :meth:`engine.datastore.Datastore.search`, over the live documents.

@@ -200,3 +200,95 @@ def test_native_step_compares_the_most_recent_occurrences_only():
         a, b = fast.propose(context), slow.propose(context)
         assert _same(a, b)
         assert 3 not in a.tokens.tolist() and 4 in a.tokens.tolist()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# D_r and D_c searched in the same native step (fc_propose_retrieve) on real suffix-array datastores
+
+
+def _store_drafter(native_on: bool, repo, common, seed: int, max_matches: int, history_gens=()):
+    history = CompletionHistory(max_tokens=256, context_tokens=3)
+    for prompt, out in history_gens:
+        history.add(prompt, out)
+    d = FastCoderDrafter(repo, common, LineStarts(), options=FastCoderOptions(seed=seed),
+                         retrieval=RetrievalOptions(draft_len=8, budget=64, max_matches=max_matches),
+                         estimator=_trained(seed), cost=COST, history=history)
+    d._native = d._native and native_on
+    return d
+
+
+def _store_state(d) -> tuple:
+    return (d.cache.lookups, d.cache.hits, d.skipped, d.missing, d.repo_state.match, d.common_state.match,
+            d.repo_state.searches, d.common_state.searches)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 60), min_size=4, max_size=60),
+       st.lists(st.tuples(st.integers(0, 59), st.integers(1, 12), st.lists(st.integers(0, 63), max_size=4)),
+                min_size=1, max_size=12),
+       st.integers(0, 3), st.sampled_from([2, 5, 128]), gens)
+def test_native_datastore_step_gives_the_python_tree_and_side_effects(stream, pieces, seed, max_matches,
+                                                                      history_gens):
+    """Documents made of pieces of the stream (so the stores continue it) and noise; the context copy rarely has
+    a continuation in a stream of ~60 distinct tokens, so most steps search D_r and D_c."""
+    from engine.datastore import Datastore
+
+    docs = [stream[a:a + n] + noise for a, n, noise in pieces]
+    repo = Datastore.from_documents(docs[::2], vocab_size=64)
+    common = Datastore.from_documents(docs[1::2] or [[0]], vocab_size=64)
+    fast = _store_drafter(True, repo, common, seed, max_matches, history_gens)
+    slow = _store_drafter(False, repo, common, seed, max_matches, history_gens)
+    assert fast._native
+    context = np.asarray(stream, dtype=np.int64)
+    prompt = context[:2]
+    fast.reset(prompt)
+    slow.reset(prompt)
+    for n in range(2, len(context) + 1):
+        a, b = fast.propose(context[:n]), slow.propose(context[:n])
+        assert _same(a, b), (n, a, b)
+        assert _store_state(fast) == _store_state(slow), n
+    if len(context) > 8:  # a rollback (the decoder's rejected drafts): the states start afresh, the same answers
+        for n in (len(context) - 5, len(context)):
+            a, b = fast.propose(context[:n]), slow.propose(context[:n])
+            assert _same(a, b) and _store_state(fast) == _store_state(slow)
+
+
+def test_native_datastore_step_runs_and_counts_misses(monkeypatch):
+    from engine.datastore import Datastore
+
+    repo = Datastore.from_documents([[20, 21, 22, 23, 24, 25]], vocab_size=64)
+    common = Datastore.from_documents([[30, 31, 32]], vocab_size=64)
+    d = _store_drafter(True, repo, common, 0, 128)
+    lib = native.library()
+    calls = []
+    real = lib.fc_propose_retrieve
+    monkeypatch.setattr(lib, "fc_propose_retrieve", lambda *a: calls.append(a) or real(*a))
+    d.reset(np.array([1, 20, 21], dtype=np.int64))
+    tree = d.propose(np.array([1, 20, 21], dtype=np.int64))
+    assert len(calls) == 1 and tree.tokens.tolist()[:3] == [22, 23, 24]
+    assert d.repo_state.match[0] == 2 and d.common_state.match == (0, 0, 0) and repo.probes > 0
+    d.propose(np.array([1, 20, 21, 7, 9], dtype=np.int64))  # neither store continues (9,): the missing table
+    assert len(calls) == 2 and (7, 9) in d.missing
+    d.propose(np.array([1, 20, 21, 7, 9], dtype=np.int64))  # ... so the next step does not search
+    assert len(calls) == 2 and d.skipped == 1
+
+
+def test_repo_datastore_with_a_pending_edit_is_searched_in_python(tmp_path, tiny_tokenizer):
+    """A D_r with an edit pending merges base and overlay in its search: the step searches it in Python."""
+    from engine.repo_datastore import RepoDatastore
+
+    (tmp_path / "a.py").write_text("def alpha(x):\n    return x + 1\n")
+    repo = RepoDatastore.build(tmp_path, tiny_tokenizer)
+    assert repo.searched_store() is not None
+    repo.update(tmp_path / "b.py", "def beta(y):\n    return y * 2\n")
+    assert repo.searched_store() is None
+    context = np.asarray(tiny_tokenizer("def beta(y):\n    return", add_special_tokens=False)["input_ids"],
+                         dtype=np.int64)
+    fast = _store_drafter(True, repo, None, 0, 128)
+    slow = _store_drafter(False, repo, None, 0, 128)
+    for d in (fast, slow):
+        d.reset(context[:3])
+    for n in range(3, len(context) + 1):
+        assert _same(fast.propose(context[:n]), slow.propose(context[:n]))
+        assert _store_state(fast) == _store_state(slow)
+    assert fast.repo_state.searches > 0

@@ -294,8 +294,23 @@ class MatchState:
         self._ctx[:need] = context[ctx_len - need:]
         if search(args, self._addrs[0], self._addrs[1], need, ctx_len, n_min, n_max, fresh) < 0:
             raise ValueError(f"native match search refused n_min={n_min}, n_max={n_max}")
+        return self.searched_native(key, ctx_len)
+
+    def holds(self, key) -> bool:
+        """Whether the state's buffer holds the last search under ``key`` (else a C search starts afresh)."""
+        return self._in_buffer and key == self.key
+
+    def searched_native(self, key, ctx_len: int) -> tuple[int, int, int, int]:
+        """The bookkeeping after a C search (``fc_ds_search``, or ``fc_ds_retrieve`` from
+        :mod:`engine.native.propose`) wrote this state's buffer for a context of ``ctx_len`` tokens under ``key``.
+        Returns (n, left, count, probes) as :meth:`search_native`."""
         n, left, count, probes, incremental = self._out.tolist()
         self.searches += 1
         self.incremental += incremental
         self.key, self.length, self._in_buffer = key, ctx_len, True
         return n, left, count, probes
+
+    @property
+    def buffer_address(self) -> int:
+        """The address of the int64 buffer the C search reads and writes (``st`` in datastore.c)."""
+        return self._addrs[0]

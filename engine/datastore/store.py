@@ -253,6 +253,11 @@ class Datastore:
             self._native_match = got
         return got or None
 
+    def searched_store(self) -> "Datastore":
+        """The :class:`Datastore` whose :meth:`search` this store's is: itself (``RepoDatastore`` has the same
+        method; :mod:`engine.native.propose` searches that store in C)."""
+        return self
+
     def longest_match(self, q: np.ndarray, n_min: int, hi: int | None = None,
                       within: tuple[int, int] | None = None) -> tuple[int, int, int]:
         """Binary search for the longest n in [n_min, hi] with ``q[-n:]`` occurring (hi defaults to

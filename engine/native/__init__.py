@@ -94,6 +94,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_suffix_draft.restype = i64
     lib.fc_propose.restype = i64  # a fastcoder step's sources and tree in one call (engine/native/propose.py)
     lib.fc_propose.argtypes = [ptr, ptr, i64, i64, i64, i64]
+    lib.fc_propose_retrieve.restype = i64  # the same after searching D_r and D_c (propose.c)
+    lib.fc_propose_retrieve.argtypes = [ptr, ptr, i64, i64, i64, i64]
     lib.fc_chain_extend.restype = i64  # a token buffer's occurrence chains (engine.history.TokenMirror)
     lib.fc_chain_extend.argtypes = [ptr, ptr, ptr, i64, i64, i64]
     lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]

@@ -115,24 +115,30 @@ static int by_count_desc(const void *a, const void *b) {
  * (ids, -1 from the first separator on), rows starting at a separator dropped, equal rows (adjacent: the
  * suffix array sorts them) counted, ordered by count descending then first appearance (count_rows).
  * Writes the distinct rows to rows_out ((M, draft_len) int32) and counts to counts_out ((M,) int64), both
- * with room for min(cnt, max_matches) rows. Returns M, or -1 when scratch memory could not be allocated. */
-int64_t fc_sa_rows(const uint8_t *text, int64_t n_tokens, int64_t width, const void *sa, int sa64, int64_t n,
-                   int64_t left, int64_t cnt, int64_t max_matches, int64_t draft_len, int32_t *rows_out,
-                   int64_t *counts_out) {
+ * with room for min(cnt, max_matches) rows; rows (k x draft_len int32) and groups (k) are scratch. Returns M. */
+static int64_t sa_rows(const uint8_t *text, int64_t n_tokens, int64_t width, const void *sa, int sa64, int64_t n,
+                       int64_t left, int64_t cnt, int64_t max_matches, int64_t draft_len, int32_t *rows_out,
+                       int64_t *counts_out, int32_t *rows, group *groups, int64_t *starts) {
     int64_t k = cnt <= max_matches ? cnt : max_matches;
     if (k <= 0 || draft_len <= 0) return 0;
-    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(k * draft_len));
-    group *groups = malloc(sizeof(group) * (size_t)k);
-    if (!rows || !groups) {
-        free(rows);
-        free(groups);
-        return -1;
+    /* The sampled entries are scattered over a store of tens of MB, cold after a verify forward: each row is two
+       dependent cache misses (its suffix-array entry, then its tokens). Prefetching every entry, then every row's
+       tokens, overlaps the misses instead of taking them one after another. */
+    for (int64_t j = 0; j < k; j++) {
+        int64_t idx = cnt <= max_matches ? left + j : left + (j * cnt) / max_matches;
+        __builtin_prefetch(sa64 ? (const void *)((const int64_t *)sa + idx) : (const void *)((const int32_t *)sa + idx));
     }
-    int64_t kept = 0, m = 0;
     for (int64_t j = 0; j < k; j++) {
         int64_t idx = cnt <= max_matches ? left + j : left + (j * cnt) / max_matches;
         int64_t off = sa64 ? ((const int64_t *)sa)[idx] : (int64_t)((const int32_t *)sa)[idx];
-        int64_t start = off / width + n;
+        starts[j] = off / width + n;
+        int64_t last = starts[j] + draft_len - 1 < n_tokens - 1 ? starts[j] + draft_len - 1 : n_tokens - 1;
+        __builtin_prefetch(text + (starts[j] < n_tokens ? starts[j] : n_tokens - 1) * width);
+        __builtin_prefetch(text + last * width);
+    }
+    int64_t kept = 0, m = 0;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t start = starts[j];
         int32_t *row = rows + kept * draft_len;
         int dead = 0;
         for (int64_t d = 0; d < draft_len; d++) {
@@ -157,8 +163,29 @@ int64_t fc_sa_rows(const uint8_t *text, int64_t n_tokens, int64_t width, const v
         memcpy(rows_out + g * draft_len, rows + groups[g].first * draft_len, sizeof(int32_t) * (size_t)draft_len);
         counts_out[g] = groups[g].count;
     }
+    return m;
+}
+
+/* sa_rows with its scratch allocated here. Returns M, or -1 when scratch memory could not be allocated. */
+int64_t fc_sa_rows(const uint8_t *text, int64_t n_tokens, int64_t width, const void *sa, int sa64, int64_t n,
+                   int64_t left, int64_t cnt, int64_t max_matches, int64_t draft_len, int32_t *rows_out,
+                   int64_t *counts_out) {
+    int64_t k = cnt <= max_matches ? cnt : max_matches;
+    if (k <= 0 || draft_len <= 0) return 0;
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(k * draft_len));
+    group *groups = malloc(sizeof(group) * (size_t)k);
+    int64_t *starts = malloc(sizeof(int64_t) * (size_t)k);
+    if (!rows || !groups || !starts) {
+        free(rows);
+        free(groups);
+        free(starts);
+        return -1;
+    }
+    int64_t m = sa_rows(text, n_tokens, width, sa, sa64, n, left, cnt, max_matches, draft_len, rows_out, counts_out,
+                        rows, groups, starts);
     free(rows);
     free(groups);
+    free(starts);
     return m;
 }
 
@@ -260,4 +287,24 @@ int64_t fc_ds_search(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t
     st[ST_COUNT] = out[1];
     st[ST_PROBES] = out[2];
     return n;
+}
+
+/* Datastore.search with its MatchState in one call, rows included: fc_ds_search over the context's last m tokens,
+ * then, on a match, sa_rows of its interval (the rows Datastore._retrieval gives for it). For the fastcoder step
+ * (propose.c), which searches D_r and D_c in the same call as the tree it builds from them.
+ * rows_out ((max_matches, draft_len) int32) and counts_out ((max_matches,) int64) receive the rows; scratch holds
+ * max_matches * (draft_len * 4 + 24) bytes (8-byte aligned). Returns M, the distinct rows (0: no match or no
+ * continuation; st[ST_N] is the match length), -1 where fc_ds_search refuses the settings (st untouched). */
+int64_t fc_ds_retrieve(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t m, int64_t ctx_len,
+                       int64_t n_min, int64_t n_max, int64_t fresh, int64_t max_matches, int64_t draft_len,
+                       int32_t *rows_out, int64_t *counts_out, void *scratch) {
+    int64_t n = fc_ds_search(ds, st, ctx, m, ctx_len, n_min, n_max, fresh);
+    if (n <= 0) return n;
+    group *groups = (group *)scratch;
+    int64_t *starts = (int64_t *)(groups + max_matches);
+    int32_t *rows = (int32_t *)(starts + max_matches);
+    const uint8_t *text = (const uint8_t *)(intptr_t)ds[0];
+    int64_t width = ds[6];
+    return sa_rows(text, ds[1] / width, width, (const void *)(intptr_t)ds[2], (int)ds[4], n, st[ST_LEFT],
+                   st[ST_COUNT], max_matches, draft_len, rows_out, counts_out, rows, groups, starts);
 }

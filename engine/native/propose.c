@@ -23,6 +23,9 @@
 int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, int64_t depth, double factor,
                         double min_prob, int64_t max_tokens, int64_t *out_tokens, double *out_probs,
                         int64_t *out_match);
+int64_t fc_ds_retrieve(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t m, int64_t ctx_len,
+                       int64_t n_min, int64_t n_max, int64_t fresh, int64_t max_matches, int64_t draft_len,
+                       int32_t *rows_out, int64_t *counts_out, void *scratch);
 int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts, const double *weights,
                              int64_t n_parts, int64_t max_rows, int64_t max_depth, int64_t room_rows,
                              int64_t room_width);
@@ -207,7 +210,8 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      max_tokens, 12 and 13 the tree builder's packed arguments (ia, da of fc_build_sized_packed), 14 max rows and
      15 max depth per source, 16 and 17 the builder's scratch rows and width, 18 the cache's n_min, 19 and 20 the
      datastore sources' fields (fc_build_sized_parts' layout, 10 int64 each) and weights, 21-23 the cache
-     buffer's occurrence chains (prev, head, head's length; fc_chain_extend), 24-26 the history's;
+     buffer's occurrence chains (prev, head, head's length; fc_chain_extend), 24-26 the history's, 27 and 28
+     fc_propose_retrieve's datastore arguments (int64) and weights (float64);
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
@@ -217,20 +221,45 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
    PROPOSE_RETRIEVE when neither the cache nor the copy had one (the caller searches the datastores),
    PROPOSE_NOTHING when no source had one, or another negative number where the Python path must run (settings
    outside the buffers; the builder's own refusals). */
+/* The history's source after `n_parts` given ones, then the tree (fc_propose's last part). */
+static int64_t history_and_tree(const int64_t *pa, const double *pd, const int64_t *ctx, int64_t ctx_len,
+                                int64_t history_len, int64_t *parts, double *weights, int64_t n_parts, int hit) {
+    source_rows history_rows; /* 33 KB of stack */
+    const chained history = {(const int64_t *)(intptr_t)pa[2], (const int32_t *)(intptr_t)pa[24],
+                             (const int32_t *)(intptr_t)pa[25], history_len, pa[26]};
+    if (history.buf != NULL) {
+        int64_t tail = ctx_len < pa[5] ? ctx_len : pa[5];
+        if (history_search(&history, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], pa[8], &history_rows))
+            part_fields(parts + 10 * n_parts++, history_rows.rows, history_rows.n_rows, history_rows.width,
+                        history_rows.counts, SOURCE_HISTORY, history_rows.match);
+    }
+    if (n_parts == 0)
+        return PROPOSE_NOTHING;
+    int64_t kept = fc_build_sized_parts((int64_t *)(intptr_t)pa[12], (const double *)(intptr_t)pa[13], parts, weights,
+                                        n_parts, pa[14], pa[15], pa[16], pa[17]);
+    if (kept < 0)
+        return kept;
+    return kept + (hit ? PROPOSE_CACHE_HIT : 0);
+}
+
+/* fc_propose's settings checks (-2 when outside the C code's buffers). */
+static int settings_fit(const int64_t *pa) {
+    int64_t draft_len = pa[8];
+    return !(draft_len < 1 || draft_len > PROPOSE_MAX_WIDTH || pa[4] > PROPOSE_MAX_STARTS || pa[6] > PROPOSE_MAX_STARTS
+             || pa[11] > PROPOSE_MAX_WIDTH || pa[9] > PROPOSE_MAX_STARTS || pa[3] > PROPOSE_MAX_CTX
+             || pa[5] > PROPOSE_MAX_CTX || pa[18] != 2);
+}
+
 int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t cache_len, int64_t history_len,
                    int64_t n_prefix) {
-    source_rows cache_rows, history_rows; /* 2 x 33 KB of stack */
+    source_rows cache_rows; /* 33 KB of stack */
     int64_t copy_tokens[PROPOSE_MAX_WIDTH];
     double copy_probs[PROPOSE_MAX_WIDTH], copy_count[1] = {1.0};
     const int64_t *ctx = (const int64_t *)(intptr_t)pa[0];
     const chained cache = {(const int64_t *)(intptr_t)pa[1], (const int32_t *)(intptr_t)pa[21],
                            (const int32_t *)(intptr_t)pa[22], cache_len, pa[23]};
-    const chained history = {(const int64_t *)(intptr_t)pa[2], (const int32_t *)(intptr_t)pa[24],
-                             (const int32_t *)(intptr_t)pa[25], history_len, pa[26]};
     int64_t draft_len = pa[8];
-    if (draft_len < 1 || draft_len > PROPOSE_MAX_WIDTH || pa[4] > PROPOSE_MAX_STARTS || pa[6] > PROPOSE_MAX_STARTS
-        || pa[11] > PROPOSE_MAX_WIDTH || pa[9] > PROPOSE_MAX_STARTS || pa[3] > PROPOSE_MAX_CTX
-        || pa[5] > PROPOSE_MAX_CTX || pa[18] != 2 || n_prefix > PROPOSE_MAX_PREFIX)
+    if (!settings_fit(pa) || n_prefix > PROPOSE_MAX_PREFIX)
         return -2;
     int64_t parts[(PROPOSE_MAX_PREFIX + 3) * 10];
     double weights[PROPOSE_MAX_PREFIX + 3];
@@ -239,8 +268,7 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
     if (n_prefix >= 0) { /* after PROPOSE_RETRIEVE: the datastores' sources, then the history's */
         memcpy(parts, (const int64_t *)(intptr_t)pa[19], (size_t)n_prefix * 10 * sizeof(int64_t));
         memcpy(weights, (const double *)(intptr_t)pa[20], (size_t)n_prefix * sizeof(double));
-        n_parts = n_prefix;
-        goto history;
+        return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_prefix, 0);
     }
     /* the cache first (Alg. 1): the context's last n_max tokens */
     if (ctx_len >= pa[18]) {
@@ -257,18 +285,63 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
     if (k > 0) {
         part_fields(parts + 10 * n_parts++, copy_tokens, 1, k, copy_count, SOURCE_CONTEXT, match);
     }
-history:
-    if (history.buf != NULL) {
-        int64_t tail = ctx_len < pa[5] ? ctx_len : pa[5];
-        if (history_search(&history, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], draft_len, &history_rows))
-            part_fields(parts + 10 * n_parts++, history_rows.rows, history_rows.n_rows, history_rows.width,
-                        history_rows.counts, SOURCE_HISTORY, history_rows.match);
+    return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_parts, (int)hit);
+}
+
+/* The datastores' arguments (pa[27], int64), RETRIEVE_FIELDS per store j (0: D_r, 1: D_c) from RETRIEVE_FIELDS * j:
+     0 the store's packed arguments (fc_ds_search's ds: Datastore._native_match_search), 1 its MatchState's buffer,
+     2 the rows' buffer ((max_matches, draft_len) int32), 3 the counts' ((max_matches,) int64), 4 scratch
+     (fc_ds_retrieve's), 5 the source bit, 6 written: the distinct rows found (M; 0: none);
+   then from 2 * RETRIEVE_FIELDS: n_min, n_max, max_matches. The weights (alpha, beta) are at pa[28] (float64). */
+enum { RETRIEVE_FIELDS = 7 };
+
+/* After fc_propose returned PROPOSE_RETRIEVE and the caller's policy let the datastores be searched (the missing
+   table, the skip token): D_r and D_c searched here (fc_ds_retrieve: Datastore.search with each one's MatchState,
+   the same continuations), then the history's source and the tree, as fc_propose with n_prefix >= 0 does from
+   sources the caller found. stores: bit j (j = 0, 1) when store j is searched, bit 2 + j when its MatchState holds
+   nothing for it (fresh: MatchState.key differs). Returns as fc_propose; each store's M is in its field 6 and its
+   match in its MatchState's buffer. */
+int64_t fc_propose_retrieve(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t cache_len,
+                            int64_t history_len, int64_t stores) {
+    const int64_t *ctx = (const int64_t *)(intptr_t)pa[0];
+    int64_t *ra = (int64_t *)(intptr_t)pa[27];
+    const double *rw = (const double *)(intptr_t)pa[28];
+    (void)cache_len;
+    if (!settings_fit(pa) || ra == NULL)
+        return -2;
+    int64_t parts[(PROPOSE_MAX_PREFIX + 3) * 10];
+    double weights[PROPOSE_MAX_PREFIX + 3];
+    int64_t n_parts = 0, draft_len = pa[8];
+    const int64_t *common = ra + 2 * RETRIEVE_FIELDS;
+    for (int64_t i = 0; i < PROPOSE_MAX_PREFIX + 3; i++) weights[i] = 1.0;
+    for (int j = 0; j < 2; j++) {
+        int64_t *f = ra + RETRIEVE_FIELDS * j;
+        f[6] = 0;
+        if (!(stores >> j & 1))
+            continue;
+        int64_t *st = (int64_t *)(intptr_t)f[1];
+        int32_t *rows = (int32_t *)(intptr_t)f[2];
+        int64_t *counts = (int64_t *)(intptr_t)f[3];
+        int64_t m = fc_ds_retrieve((const int64_t *)(intptr_t)f[0], st, ctx, ctx_len, ctx_len, common[0], common[1],
+                                   stores >> (2 + j) & 1, common[2], draft_len, rows, counts,
+                                   (void *)(intptr_t)f[4]);
+        if (m < 0)
+            return -3;
+        f[6] = m;
+        if (m > 0) {
+            int64_t *p = parts + 10 * n_parts;
+            p[0] = f[2];
+            p[1] = 4; /* int32 rows */
+            p[2] = draft_len;
+            p[3] = m;
+            p[4] = draft_len;
+            p[5] = f[3];
+            p[6] = 0; /* int64 counts */
+            p[7] = m;
+            p[8] = f[5];
+            p[9] = st[3]; /* the match length (MatchState's ST_N) */
+            weights[n_parts++] = rw[j];
+        }
     }
-    if (n_parts == 0)
-        return PROPOSE_NOTHING;
-    int64_t kept = fc_build_sized_parts((int64_t *)(intptr_t)pa[12], (const double *)(intptr_t)pa[13], parts, weights,
-                                        n_parts, pa[14], pa[15], pa[16], pa[17]);
-    if (kept < 0)
-        return kept;
-    return kept + (hit ? PROPOSE_CACHE_HIT : 0);
+    return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_parts, 0);
 }

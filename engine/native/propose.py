@@ -8,8 +8,12 @@ mirrors of the cache's and the history's token buffers (:class:`engine.history.T
 copy's own sequence buffer (:class:`engine.context_match.SuffixMatchIndex`).
 
 It serves the default configuration (cache and context copy on, D_r and D_c searched only when neither has a
-continuation, cost-sized trees with an :class:`engine.acceptance.AcceptanceEstimator`); a step where neither
-the cache nor the copy has a continuation, and any other configuration, takes the Python path
+continuation, cost-sized trees with an :class:`engine.acceptance.AcceptanceEstimator`). A step where neither
+the cache nor the copy has a continuation applies the retrieval strategy in Python (the missing table, the skip
+token: :meth:`~engine.drafters.FastCoderDrafter._retrieval_key`), then searches D_r and D_c and builds the tree in
+a second C call (``fc_propose_retrieve``: each store's suffix-array search from its
+:class:`~engine.datastore.MatchState` and its continuations, ``fc_ds_retrieve`` in datastore.c); a D_r with an edit
+pending (its search merges base and overlay) is searched in Python. Any other configuration takes the Python path
 (:func:`supported` and the ``None`` results below). ``$FASTCODER_NATIVE_PROPOSE=0`` turns it off.
 """
 
@@ -20,7 +24,9 @@ import os
 import numpy as np
 
 from ..acceptance import AcceptanceEstimator
-from ..draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, DraftTree, build_draft_tree
+from ..datastore.matching import NATIVE_TAIL_MAX
+from ..draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree, \
+    build_draft_tree
 from . import library
 from .tree import _local, _tree_from, pack_parts, set_limits, thread_scratch
 
@@ -35,6 +41,10 @@ MAX_STARTS = 64
 MAX_WIDTH = 64
 MAX_CONTEXT = 256
 CACHE_LIMIT = 32  # FastCoderCache.search's default limit, the one FastCoderDrafter.candidates uses
+#: fc_propose_retrieve's fields per datastore (RETRIEVE_FIELDS in propose.c) and the most occurrences it reads per
+#: search (a larger ``max_matches`` searches D_r and D_c in Python; the rows' buffers are sized by it).
+RETRIEVE_FIELDS = 7
+MAX_MATCHES = 4096
 
 
 def supported(drafter) -> bool:
@@ -62,7 +72,8 @@ def _settings(drafter) -> tuple:
     """The drafter's settings that fc_propose's arguments hold (every value of ``pa``/``pd`` but the addresses)."""
     ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
     return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
-            idx.min_prob, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor))
+            idx.min_prob, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
+            ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta)
 
 
 def propose_args(drafter) -> "ProposeArgs":
@@ -95,11 +106,12 @@ def prepare(drafter, prompt_len: int) -> None:
 class ProposeArgs:
     """fc_propose's packed arguments for one thread and drafter settings (``pa`` int64, ``pd`` float64; layout in
     propose.c), with the addresses they hold, rewritten only when one changes (a numpy write is one more cold code
-    path a step)."""
+    path a step); and fc_propose_retrieve's (``ra`` int64, ``weights`` float64) with each datastore's rows'
+    buffers ((max_matches, draft_len) int32 rows, (max_matches,) int64 counts, scratch)."""
 
     def __init__(self, drafter):
-        ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
-        self.pa = np.zeros(27, dtype=np.int64)
+        ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
+        self.pa = np.zeros(29, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -110,13 +122,30 @@ class ProposeArgs:
         self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
         self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
+        # D_r and D_c searched in C where their settings allow (fc_propose_retrieve)
+        mm, width = int(ret.max_matches), int(ret.draft_len)
+        self.retrieves = 0 < mm <= MAX_MATCHES and 1 <= ret.n_min <= ret.n_max <= NATIVE_TAIL_MAX
+        self.ra = np.zeros(2 * RETRIEVE_FIELDS + 3, dtype=np.int64)
+        self.weights = np.array([opts.alpha, opts.beta], dtype=np.float64)
+        self.store_keys = [None, None]  # per store: (datastore, its MatchState, the state's key) that ra holds
+        if self.retrieves:
+            self.rows = [np.zeros((mm, width), dtype=np.int32) for _ in range(2)]
+            self.counts = [np.zeros(mm, dtype=np.int64) for _ in range(2)]
+            self.store_scratch = [np.zeros((mm * (width * 4 + 24) + 7) // 8, dtype=np.int64) for _ in range(2)]
+            for j, source in enumerate((SOURCE_REPO, SOURCE_COMMON)):
+                self.ra[RETRIEVE_FIELDS * j + 2:RETRIEVE_FIELDS * j + 6] = [
+                    self.rows[j].ctypes.data, self.counts[j].ctypes.data, self.store_scratch[j].ctypes.data, source]
+            self.ra[2 * RETRIEVE_FIELDS:] = [ret.n_min, ret.n_max, mm]
+            self.pa[27], self.pa[28] = self.ra.ctypes.data, self.weights.ctypes.data
 
 
 def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     """:meth:`engine.drafters.FastCoderDrafter.propose`'s tree for ``context`` ((T,) int64, the pending token last)
     from ``fc_propose``: the same tree, bit for bit, and the same side effects (the cache's lookup and hit counts;
-    where neither the cache nor the copy has a continuation, the drafter's own D_r/D_c search,
-    :meth:`~engine.drafters.FastCoderDrafter._retrieve`, whose sources then go to a second call). ``cost``: the
+    where neither the cache nor the copy has a continuation, the retrieval strategy's counts and missing table,
+    the datastores' match states and probe counts; D_r and D_c are searched by ``fc_propose_retrieve``, or in
+    Python by :meth:`~engine.drafters.FastCoderDrafter._search_stores` where :func:`_retrieve_native` cannot,
+    their sources then going to a second ``fc_propose`` call). ``cost``: the
     verify cost at this context's length (the drafter's per-bucket curve). None where the Python path must run
     from the start (nothing has been searched yet: the C code refused the settings or the estimates)."""
     lib = library()
@@ -145,19 +174,22 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         args.cache_pointers = got = cache.mirror.pointers
         pa[1], pa[21], pa[22], pa[23] = got
     n_ctx = len(idx._list)
-    found = _call(lib, args, drafter.history, n_ctx, cache_len, -1)
-    if found == RETRIEVE:  # the cache and the copy had nothing: D_r and D_c (Python), then the tree in C
+    found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, -1)
+    if found == RETRIEVE:  # the cache and the copy had nothing: D_r and D_c (FastCoder Alg. 1), then the tree
         cache.lookups += 1
-        parts = [c for c in drafter._retrieve(context) if c.tokens.size and len(c.counts)]
+        key = drafter._retrieval_key(context)
+        if key is not None:
+            found = _retrieve_native(lib, drafter, args, key, n_ctx, cache_len)
+            if found is not None:
+                return _retrieved_tree(drafter, args, sc, context, found, budget, min_prob, cost)
+        parts = [] if key is None else drafter._search_stores(context, key)
+        parts = [c for c in parts if c.tokens.size and len(c.counts)]
         n_parts = pack_parts(sc, parts) if len(parts) < sc.fits[2] else -1
-        found = _call(lib, args, drafter.history, n_ctx, cache_len, n_parts) if n_parts >= 0 else -1
+        found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, n_parts) if n_parts >= 0 else -1
         if found == NOTHING:
             return DraftTree.empty()
         if found < 0:  # the sources are searched: the rest of the Python path, from them
-            hist = drafter.history
-            earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
-            return build_draft_tree(parts + ([earlier] if earlier is not None else []), budget, min_prob,
-                                    drafter.estimator, cost)
+            return _python_tree(drafter, parts, context, budget, min_prob, cost)
         return _tree_from(sc, found)
     if found < 0:
         return None
@@ -168,14 +200,82 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     return _tree_from(sc, found)
 
 
-def _call(lib, args: ProposeArgs, hist, n_ctx: int, cache_len: int, n_prefix: int) -> int:
-    """``fc_propose`` with the history's buffer synced and held under its lock (another thread's ``add`` may
-    replace it)."""
+def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_prob: float, cost) -> DraftTree:
+    """The Python path's tree from the datastores' sources ``parts`` (searched already) and the history's."""
+    hist = drafter.history
+    earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
+    return build_draft_tree(parts + ([earlier] if earlier is not None else []), budget, min_prob,
+                            drafter.estimator, cost)
+
+
+def _retrieve_native(lib, drafter, args: ProposeArgs, key: tuple, n_ctx: int, cache_len: int) -> int | None:
+    """D_r and D_c searched and the tree built in C (``fc_propose_retrieve``): each store through its
+    :class:`~engine.datastore.MatchState` (the state's bookkeeping and the store's probe count kept as
+    :meth:`engine.datastore.Datastore.search` keeps them), ``key`` into the missing table when neither has a
+    continuation. Returns fc_propose's result, or None (nothing searched) where a store's search is not the
+    C code's (an edit pending in D_r, no compiled search, settings beyond its buffers)."""
+    if not args.retrieves:
+        return None
+    ret = drafter.ret
+    stores = 0
+    searched = []
+    for j, (store, state) in enumerate(((drafter.repo, drafter.repo_state), (drafter.common, drafter.common_state))):
+        if store is None:
+            continue
+        get = getattr(store, "searched_store", None)
+        base = get() if get is not None else None
+        if base is None:
+            return None
+        held = args.store_keys[j]
+        if held is None or held[0] is not base or held[1] is not state:
+            native = base._native_match_search()
+            if not native:
+                if len(base) == 0:  # an empty store answers nothing and keeps no state
+                    continue
+                return None
+            f = RETRIEVE_FIELDS * j
+            args.ra[f], args.ra[f + 1] = native[1], state.buffer_address
+            held = args.store_keys[j] = (base, state, (base, 0, ret.n_min, ret.n_max))
+        stores |= 1 << j
+        if not state.holds(held[2]):
+            stores |= 4 << j
+        searched.append((j, base, state, held[2]))
+    found = _call(lib.fc_propose_retrieve, args, drafter.history, n_ctx, cache_len, stores)
+    any_rows = False
+    for j, base, state, state_key in searched:
+        base.probes += state.searched_native(state_key, n_ctx)[3]
+        any_rows = any_rows or args.ra[RETRIEVE_FIELDS * j + 6] > 0
+    if not any_rows:
+        drafter.note_miss(key)
+    return found
+
+
+def _retrieved_tree(drafter, args: ProposeArgs, sc, context: np.ndarray, found: int, budget: int, min_prob: float,
+                    cost) -> DraftTree:
+    """The tree of a step whose datastores fc_propose_retrieve searched: the C builder's, or where it refused
+    (NaN estimates), the Python builder's from the same sources."""
+    if found == NOTHING:
+        return DraftTree.empty()
+    if found >= 0:
+        return _tree_from(sc, found)
+    parts = []
+    for j, (weight, source, state) in enumerate(((drafter.opts.alpha, SOURCE_REPO, drafter.repo_state),
+                                                 (drafter.opts.beta, SOURCE_COMMON, drafter.common_state))):
+        m = int(args.ra[RETRIEVE_FIELDS * j + 6])
+        if m > 0:
+            parts.append(Candidates(args.rows[j][:m].copy(), args.counts[j][:m].copy(), weight, source,
+                                    int(state.match[0])))
+    return _python_tree(drafter, parts, context, budget, min_prob, cost)
+
+
+def _call(fn, args: ProposeArgs, hist, n_ctx: int, cache_len: int, last: int) -> int:
+    """``fn`` (``fc_propose`` or ``fc_propose_retrieve``) with the history's buffer synced and held under its lock
+    (another thread's ``add`` may replace it); ``last``: its last argument."""
     if hist is None:
-        return lib.fc_propose(*args.addresses, n_ctx, cache_len, 0, n_prefix)
+        return fn(*args.addresses, n_ctx, cache_len, 0, last)
     with hist._lock:
         hist_len = hist.mirror.sync(hist._buf)
         if hist.mirror.pointers is not args.history_pointers:
             args.history_pointers = got = hist.mirror.pointers
             args.pa[2], args.pa[24], args.pa[25], args.pa[26] = got
-        return lib.fc_propose(*args.addresses, n_ctx, cache_len, hist_len, n_prefix)
+        return fn(*args.addresses, n_ctx, cache_len, hist_len, last)
