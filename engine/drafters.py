@@ -355,9 +355,15 @@ class FastCoderDrafter:
     def _retrieval_key(self, context: np.ndarray) -> tuple | None:
         """FastCoder Alg. 1's retrieval strategy before D_r and D_c are searched: the missing table's key for
         ``context`` (its last ``n_min`` tokens), or None when the step skips retrieval (``skipped`` counts them):
-        the key is in the missing table, or the context is at a skip token and the coin says skip."""
+        the key holds a special token (:attr:`engine.model.TokenInfo.special`: a FIM prompt's sentinel in its
+        first step, which no datastore continues), is in the missing table, or the context is at a skip token
+        and the coin says skip."""
         opts = self.opts
         key = tuple(context[-self.ret.n_min:].tolist())
+        special = getattr(self.token_info, "special", None)
+        if special and not special.isdisjoint(key):
+            self.skipped += 1
+            return None
         if opts.use_strategy:
             version = getattr(self.repo, "version", None)
             if version != self._missing_version:  # D_r changed: earlier misses may now hit

@@ -111,16 +111,20 @@ class LoadedModel:
 
 @dataclass
 class TokenInfo:
-    """Per-token-id flags for FastCoder's skip-token rule (FastCoder, Sec. III-C).
+    """Per-token-id flags for FastCoder's skip-token rule (FastCoder, Sec. III-C), and the special tokens.
 
     Attributes:
         ends_with_newline_ws: bool array (vocab_size,): the token's text contains a newline and only
             spaces/tabs follow the last newline (the context then sits at the start of a line).
         whitespace_only: bool array (vocab_size,): the token's text is non-empty spaces/tabs only.
+        special: the tokenizer's special token ids (FIM sentinels, BOS/EOS, padding). The datastores hold
+            source text, so a context ending in one (a FIM prompt's first decode steps) has no continuation
+            there: :class:`engine.drafters.FastCoderDrafter` does not search D_r and D_c for it.
     """
 
     ends_with_newline_ws: np.ndarray
     whitespace_only: np.ndarray
+    special: frozenset = frozenset()
 
     @classmethod
     def from_tokenizer(cls, tokenizer, vocab_size: int) -> "TokenInfo":
@@ -134,7 +138,8 @@ class TokenInfo:
                     ends[i] = text.rsplit("\n", 1)[1].strip(" \t") == ""
                 elif text and text.strip(" \t") == "":
                     ws[i] = True
-        return cls(ends, ws)
+        special = frozenset(int(i) for i in getattr(tokenizer, "all_special_ids", ()) or () if 0 <= int(i) < vocab_size)
+        return cls(ends, ws, special)
 
     def at_line_start(self, context: np.ndarray) -> bool:
         """True when the next token would be the first non-whitespace token of a line.

@@ -120,6 +120,28 @@ def test_skip_token_retrieves_with_probability_p():
     assert repo.calls == 100
 
 
+def test_a_context_ending_in_a_special_token_is_not_searched(tiny_tokenizer):
+    """A FIM prompt's first decode steps end in its sentinel, which no datastore continues: D_r and D_c are not
+    searched for them (with or without the retrieval strategy), and the next step is."""
+    from engine.model import TokenInfo
+
+    info = TokenInfo.from_tokenizer(tiny_tokenizer, len(tiny_tokenizer))
+    middle = tiny_tokenizer.convert_tokens_to_ids("<|fim_middle|>")
+    assert middle in info.special and 40 not in info.special
+
+    class Store(FakeStore):
+        def search(self, context, *args, **kwargs):  # continues contexts ending in 500 (an ordinary token)
+            return super().search(np.append(context, 5) if context[-1] == 500 else context, *args, **kwargs)
+
+    for strategy in (True, False):
+        repo = Store()
+        d = FastCoderDrafter(repo, None, info, options=FastCoderOptions(use_context_copy=False, use_strategy=strategy))
+        d.reset(np.array([40, middle]))
+        assert len(d.propose(np.array([40, middle]))) == 0 and len(d.propose(np.array([40, middle, 500]))) == 0
+        assert repo.calls == 0 and d.skipped == 2
+        assert d.propose(np.array([40, middle, 41, 500])).tokens.tolist() == [6, 7] and repo.calls == 1
+
+
 def test_cache_is_searched_first_only_once_it_holds_l_sequences():
     repo = FakeStore()
     cache = FastCoderCache()
