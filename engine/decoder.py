@@ -369,7 +369,7 @@ class SpeculativeDecoder:
         accepted_lengths: list[int] = []
         draft_sizes: list[int] = []
         hits = {name: 0 for name in SOURCE_NAMES.values()}
-        retrieval_s = 0.0
+        retrieval_s = forward_s = 0.0  # drafting; the decode steps' forwards
         finish = "length"
         skip = len(remaining.decode("utf-8", errors="ignore"))  # stop strings apply after the constraint
         t0 = time.perf_counter()
@@ -446,15 +446,20 @@ class SpeculativeDecoder:
                 break
             past_len = n_ctx - 1  # the pending token is not in the KV cache yet
             if drafter is None:  # plain step
-                pending = self._choose(decode_one_token(model, cache, pending), params, generator, remaining)
+                t = time.perf_counter()
+                logits = decode_one_token(model, cache, pending)
+                forward_s += time.perf_counter() - t
+                pending = self._choose(logits, params, generator, remaining)
                 accepted_lengths.append(1)
                 continue
             t = time.perf_counter()
             ctx_view = context[:n_ctx]
             tree = self._verifiable(drafter.propose(ctx_view), remaining, stop_tokens)
-            retrieval_s += time.perf_counter() - t
+            t_forward = time.perf_counter()
+            retrieval_s += t_forward - t
             draft_sizes.append(len(tree))
             logits = tree_forward(model, cache, pending, tree, past_len)
+            forward_s += time.perf_counter() - t_forward
             path, bonus = self._accept(logits, tree, params, generator, remaining)
             compact_cache(cache, past_len, path, len(tree))
             committed = tree.tokens[path].tolist() + [bonus]
@@ -478,6 +483,7 @@ class SpeculativeDecoder:
         res = self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
                            truncated, stop, skip)
         res.stats["retrieval_prefill_ms"] = _ms(setup_s)
+        res.stats["forward_ms"] = _ms(forward_s)  # the decode steps' forwards alone (the rest of a step: "other")
         res.stats["reused_prompt_tokens"] = reused
         res.stats["prefill_draft_accepted"] = prefill_accepted
         res.stats["draft_sizes"] = draft_sizes

@@ -114,10 +114,11 @@ def test_parse_methods():
         bench.parse_methods("ar,medusa")
 
 
-def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=None, retrieval_prefill_ms=0.0):
+def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=None, retrieval_prefill_ms=0.0,
+         forward_ms=None):
     return {"task_id": "t", "file": "f", "function": "g", "prompt_tokens": 10, "new_tokens": new_tokens,
             "prefill_ms": 5.0, "decode_ms": decode_ms, "wall_ms": decode_ms + 5, "retrieval_ms": retrieval_ms,
-            "retrieval_prefill_ms": retrieval_prefill_ms,
+            "retrieval_prefill_ms": retrieval_prefill_ms, "forward_ms": forward_ms,
             "forward_passes": passes, "accepted_lengths": [1] * passes, "draft_sizes": [2] * passes,
             "hits": hits or {}, "finish_reason": "length", "peak_rss_mb": 100.0, "cache_bytes": None,
             "lossless": lossless, "first_divergence": None if lossless else 3, "token_ids": [1]}
@@ -125,8 +126,9 @@ def _rec(new_tokens, decode_ms, passes, lossless=True, retrieval_ms=0.0, hits=No
 
 def test_summarize_ratios_of_totals():
     records = {"ar": [_rec(11, 100.0, 10), _rec(21, 200.0, 20)],
-               "fastcoder": [_rec(11, 50.0, 5, retrieval_ms=5.0, hits={"repo": 3}, retrieval_prefill_ms=1.0),
-                             _rec(21, 50.0, 5, lossless=False, retrieval_ms=5.0, hits={"cache": 2})]}
+               "fastcoder": [_rec(11, 50.0, 5, retrieval_ms=5.0, hits={"repo": 3}, retrieval_prefill_ms=1.0,
+                                  forward_ms=40.0),
+                             _rec(21, 50.0, 5, lossless=False, retrieval_ms=5.0, hits={"cache": 2}, forward_ms=42.0)]}
     out = bench.summarize(records)
     ar, fc = out["ar"], out["fastcoder"]
     assert ar["ms_per_token"] == pytest.approx(300 / 32) and ar["speedup"] == pytest.approx(1.0)
@@ -138,6 +140,10 @@ def test_summarize_ratios_of_totals():
     assert fc["retrieval_share"] == pytest.approx(0.1)
     # the drafting done in the prefill phase (the drafter's reset, the prefill's draft) is not step time
     assert fc["step_retrieval_ms_per_step"] == pytest.approx(0.9) and fc["step_retrieval_share"] == pytest.approx(0.09)
+    # the forwards' time and the rest of a step ("other": masks, acceptance, compaction, Python)
+    assert fc["forward_ms_per_step"] == pytest.approx(8.2) and fc["step_forward_share"] == pytest.approx(0.82)
+    assert fc["step_other_share"] == pytest.approx(1 - 0.82 - 0.09)
+    assert ar["forward_ms_per_step"] is None and ar["step_other_share"] is None  # not measured: not made up
     assert fc["hits"] == {"cache": 2, "repo": 3, "common": 0, "context": 0, "adaptive": 0, "suffix": 0,
                           "history": 0}
     assert ar["lossless"] is True and fc["lossless"] is False and fc["lossless_tasks"] == 1

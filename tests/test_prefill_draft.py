@@ -83,6 +83,9 @@ def test_typing_the_suggestion_gets_the_rest_from_the_prefill_forward(tiny_coder
         assert got.stats["prefill_draft_accepted"] >= 1
         # the prefill's draft is drafting time of the prefill phase, reported apart from the steps'
         assert 0 < got.stats["retrieval_prefill_ms"] <= got.stats["retrieval_ms"]
+        # the decode steps' forwards are timed apart: a part of the decode time, as ar's plain steps are
+        assert 0 < want.stats["forward_ms"] < want.stats["decode_ms"]  # ar: 19 plain steps
+        assert 0 <= got.stats["forward_ms"] < got.stats["decode_ms"]  # none when the prefill's draft held it all
         assert got.stats["forward_passes"] < len(got.token_ids) - got.stats["prefill_draft_accepted"]
         # a draft longer than max_new_tokens is cut at it
         short = fc.generate(typed, max_new_tokens=2, cache=doc)

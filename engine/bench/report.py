@@ -90,8 +90,9 @@ def render_markdown(result: dict) -> str:
                      f"D_c: {ds.get('common_tokens')} tokens")
     lines += ["", "| method | ms/token | speedup | prefill ms | decode ms/completion | e2e ms/completion "
               "| e2e speedup | new tokens/completion | accepted length | forward passes | retrieval ms/step "
-              "| retrieval share | in steps | hits cache/repo/common/context/adaptive/suffix/history | peak RSS MB | lossless |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| retrieval share | in steps | forward ms/step | other share "
+              "| hits cache/repo/common/context/adaptive/suffix/history | peak RSS MB | lossless |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in result["methods"].items():
         h = m["hits"]
         hits = "/".join(str(h.get(k, 0)) for k in HIT_SOURCES)
@@ -101,7 +102,8 @@ def render_markdown(result: dict) -> str:
                      f"{_fmt(m.get('mean_new_tokens'), '.1f')} | "
                      f"{_fmt(m['mean_accepted_length'])} | {m['forward_passes']} | "
                      f"{_fmt(m['retrieval_ms_per_step'], '.3f')} | {_fmt(m['retrieval_share'], '.1%')} | "
-                     f"{_fmt(m.get('step_retrieval_share'), '.1%')} | {hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
+                     f"{_fmt(m.get('step_retrieval_share'), '.1%')} | {_fmt(m.get('forward_ms_per_step'), '.3f')} | "
+                     f"{_fmt(m.get('step_other_share'), '.1%')} | {hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
                      f"{_lossless_cell(m)} |")
     lines += _headroom_markdown(result.get("headroom"))
     return "\n".join(lines) + "\n"

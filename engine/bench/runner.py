@@ -243,6 +243,7 @@ def task_record(task: Task, method: str, raw: dict, reference: Sequence[int] | N
         "wall_ms": raw["wall_ms"],
         "retrieval_ms": float(stats.get("retrieval_ms", 0.0) or 0.0),
         "retrieval_prefill_ms": float(stats.get("retrieval_prefill_ms", 0.0) or 0.0),
+        "forward_ms": stats.get("forward_ms"),
         "forward_passes": int(stats.get("forward_passes", 0)),
         "accepted_lengths": [int(a) for a in stats.get("accepted_lengths", []) or []],
         "draft_sizes": [int(a) for a in stats.get("draft_sizes", []) or []],
@@ -375,7 +376,10 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
     included, so ``ar`` is 1.0); ``retrieval_share`` = total retrieval ms / total decode ms (the
     drafting done in the prefill phase, ``retrieval_prefill_ms``, included); ``step_retrieval_share`` = the
     drafting done in decode steps (propose, observe, the generation's end) / total decode ms, the share of
-    step time issue #9 bounds; ``step_retrieval_ms_per_step`` the same per decode forward. The HF prompt-lookup
+    step time issue #9 bounds; ``step_retrieval_ms_per_step`` the same per decode forward; ``step_forward_share``
+    = the decode steps' forwards (measured around each verify forward) / total decode ms and ``step_other_share``
+    = the rest (masks, acceptance, KV compaction, the loop's Python: 1 - the two shares), ``forward_ms_per_step``
+    a forward's mean ms (None for the HF baseline, whose loop is transformers'). The HF prompt-lookup
     baseline reports no per-step lengths, so it has no histogram.
     """
     new_tokens = sum(r["new_tokens"] for r in recs)
@@ -384,6 +388,8 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
     # drafting inside the prefill phase (the drafter's reset over the prompt, the prefill's own draft)
     retrieval_prefill_ms = sum(r.get("retrieval_prefill_ms", 0.0) for r in recs)
     step_retrieval_ms = retrieval_ms - retrieval_prefill_ms
+    forward_ms = sum(r["forward_ms"] for r in recs) if recs and all(r.get("forward_ms") is not None
+                                                                    for r in recs) else None
     steps = [a for r in recs for a in r["accepted_lengths"]]
     forward_passes = sum(r["forward_passes"] for r in recs)
     # the first token is the prefill's; an EOS that ends a run was committed by a decode forward too
@@ -418,6 +424,10 @@ def summarize_method(method: str, recs: Sequence[dict]) -> dict:
         "retrieval_prefill_ms": retrieval_prefill_ms,
         "step_retrieval_ms_per_step": step_retrieval_ms / n_steps if n_steps else None,
         "step_retrieval_share": step_retrieval_ms / decode_ms if decode_ms else None,
+        "forward_ms_per_step": forward_ms / n_steps if forward_ms is not None and n_steps else None,
+        "step_forward_share": forward_ms / decode_ms if forward_ms is not None and decode_ms else None,
+        "step_other_share": 1.0 - (forward_ms + step_retrieval_ms) / decode_ms
+        if forward_ms is not None and decode_ms else None,
         "mean_draft_size": statistics.fmean(sizes) if sizes else None,
         "hits": hits,
         "peak_rss_mb": max((r["peak_rss_mb"] for r in recs), default=None),
