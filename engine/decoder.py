@@ -23,7 +23,7 @@ from transformers import DynamicCache
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
-from .lean_forward import forward_logits
+from .lean_forward import forward_logits, weights_pinned
 from .model import LoadedModel
 from .verify import SamplingParams, accept, choose_token, compact_cache, model_device, prune_after_stop, tree_forward
 
@@ -255,8 +255,9 @@ class SpeculativeDecoder:
             generator = torch.Generator(device=self.loaded.device)
             generator.manual_seed(seed if seed is not None else secrets.randbits(63))
         drafter = None if self.method == "ar" else self._make_drafter(cache, params.greedy)
-        return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache,
-                              deadline, remaining)
+        with weights_pinned(self.loaded.model):  # the fused layer's weight check once, not at every forward
+            return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache,
+                                  deadline, remaining)
 
     @torch.inference_mode()
     def warm(self, prompt: str | Sequence[int], cache: FastCoderCache, max_new_tokens: int = 128,

@@ -193,3 +193,30 @@ def test_the_verify_cost_key_says_whether_the_fused_layer_serves(monkeypatch):
     monkeypatch.setenv(fused_layer.FUSED_ENV, "0")
     setattr(model.model, lean_forward.PLAN_ATTR, None)
     assert not lean_forward.fused_layer_serves(model) and cost_key(loaded)["fused_layer"] is False
+
+
+def test_inside_a_pinned_window_the_weights_are_checked_once_and_after_it_at_every_forward(monkeypatch):
+    """The decoder pins the weights for one generation (lean_forward.weights_pinned): the plan's ~60 us check
+    runs on entry only. A weight changed after the window is noticed by the next forward, as without it."""
+    model = _model(monkeypatch)
+    prompt, steps = _steps()
+    _run(model, prompt, steps)  # planned
+    plan = getattr(model.model, lean_forward.PLAN_ATTR)
+    checks = []
+    real = fused_layer.FusedPlan.current
+    monkeypatch.setattr(fused_layer.FusedPlan, "current", lambda self: checks.append(self._pinned) or real(self))
+    calls = _count_fused(monkeypatch)
+    with lean_forward.weights_pinned(model) as ok:
+        assert ok and plan._pinned == 1
+        pinned = _run(model, prompt, steps)
+    assert plan._pinned == 0 and checks[0] == 0 and all(checks[1:])  # checked on entry; then answered pinned
+    assert calls == [1 if s.shape[1] == 1 else 5 for s in steps]
+    for a, b in zip(pinned, _run(model, prompt, steps)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.mul_(2)
+    calls.clear()
+    with lean_forward.weights_pinned(model) as ok:  # the entry check fails: every forward checks, none fused
+        assert not ok and plan._pinned == 0
+        _run(model, prompt, steps)
+    assert calls == []

@@ -8,9 +8,11 @@ One call with packed arguments instead of one per layer (28 converted arguments 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import operator
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -85,6 +87,8 @@ class FusedPlan:
         self._n_linear = len(self.linears)
         self._versions = [lin._pack_version for lin in self.linears]
         self._remember()
+        self._pinned = 0  # pinned() windows open whose entry check passed: current() answers without checking
+        self._pin_lock = threading.Lock()
 
     def _remember(self) -> None:
         norms = list(map(_WEIGHT, self._dicts[self._n_linear:]))
@@ -106,11 +110,32 @@ class FusedPlan:
         """Whether every weight is the Parameter the plan was made with, unchanged since its panels were packed
         (linear layers), with its storage where it was (norms). Iterates in C (``map``): a generator over the
         43 linear layers and 13 norms of tiny-py-coder cost ~120 us a forward, as much as its LM head's
-        Python."""
+        Python; still ~60 us a forward (2.8% of a plain decode step), so inside :meth:`pinned` it is checked
+        once per generation instead."""
+        if self._pinned:
+            return True
         weights = list(map(_WEIGHT, self._dicts))
         return (all(map(operator.is_, weights, [r() for r in self._refs]))
                 and list(map(_VERSION, weights[:self._n_linear])) == self._versions
                 and list(map(_DATA_PTR, weights[self._n_linear:])) == self._norm_ptrs)
+
+
+    @contextlib.contextmanager
+    def pinned(self):
+        """A window (one generation: :class:`engine.decoder.SpeculativeDecoder`) in which the weights are checked
+        once, on entry, and every forward's :meth:`current` then answers True without checking. The caller
+        promises that no weight changes inside it (weights are changed between generations: fine-tuning, a new
+        adapter). Yields whether the entry check passed; when it did not, every forward checks as outside."""
+        ok = self.current()
+        if ok:
+            with self._pin_lock:
+                self._pinned += 1
+        try:
+            yield ok
+        finally:
+            if ok:
+                with self._pin_lock:
+                    self._pinned -= 1
 
 
 def plan_for(base) -> FusedPlan | None:
