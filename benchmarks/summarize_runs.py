@@ -7,8 +7,11 @@ Usage (from the repository root)::
 One row per file (task kind, repository): tokens generated, every method's speedup over ``ar``, the
 flagship's and its strongest rival's accepted length and draft tokens per step, the flagship's
 drafting share of decode time (all its drafting, and in brackets the part done in decode steps, without the
-reset over the prompt and the prefill's draft; older files have no bracket), its speed relative to the best other method, and whether every
-method reproduced ``ar``'s tokens; then every method's ms per generated token and end-to-end ms per
+reset over the prompt and the prefill's draft; older files have no bracket), the rest of its decode steps' time
+besides the forward and the drafting ("other": masks, acceptance, KV compaction, Python; files from before
+2169972 have none), its speed relative to the best other method, and whether every
+method reproduced ``ar``'s tokens; the geometric mean and range of that relative speed; then every method's ms
+per generated token and end-to-end ms per
 completion, geometric means over the files (absolute speed, which a ratio to ``ar`` hides when the forward
 itself gets faster). Plain standard library; prints Markdown.
 """
@@ -23,6 +26,13 @@ from pathlib import Path
 
 ORDER = ("hf-prompt-lookup", "rest", "copyspec", "suffix", "fastcoder")
 KIND_ORDER = {"function": 0, "fim-line": 1, "fim-block": 2}
+
+
+def vs_best_other(run: dict, flagship: str) -> float | None:
+    """The flagship's speedup over the best other method's in one benchmark JSON document (None without both)."""
+    methods = run["methods"]
+    others = [m["speedup"] for name, m in methods.items() if name not in ("ar", flagship)]
+    return methods[flagship]["speedup"] / max(others) if flagship in methods and others else None
 
 
 def row(run: dict, flagship: str) -> tuple[tuple, str, list[str], str | None]:
@@ -45,6 +55,7 @@ def row(run: dict, flagship: str) -> tuple[tuple, str, list[str], str | None]:
                   f"{100 * flag.get('retrieval_share', 0):.1f}%"
                   + (f" ({100 * flag['step_retrieval_share']:.1f}%)" if flag.get("step_retrieval_share") is not None
                      else ""),
+                  f"{100 * flag['step_other_share']:.1f}%" if flag.get("step_other_share") is not None else "-",
                   f"{speed[flagship] / others[rival]:.2f} ({rival})"]
     cells.append("yes" if lossless else "NO")
     return (KIND_ORDER.get(kind, 9), repo), "| " + " | ".join(cells) + " |", names, rival
@@ -63,13 +74,19 @@ def main(argv=None) -> int:
         rows.append((key, text))
     head = ["task kind", "repository", "tokens"] + list(names) + [
         f"accepted length {args.flagship} / best other", f"draft tokens per step {args.flagship} / best other",
-        f"{args.flagship} drafting share (in steps)", f"{args.flagship} vs best other", "lossless"]
+        f"{args.flagship} drafting share (in steps)", f"{args.flagship} other share in steps",
+        f"{args.flagship} vs best other", "lossless"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for _, text in sorted(rows):
         print(text)
+    runs = [json.loads(Path(f).read_text()) for f in args.files]
+    ratios = [r for r in (vs_best_other(run, args.flagship) for run in runs) if r]
+    if ratios:
+        print(f"\n{args.flagship} vs best other: geometric mean "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} ({min(ratios):.2f}-{max(ratios):.2f})")
     print()
-    print(absolute([json.loads(Path(f).read_text()) for f in args.files]))
+    print(absolute(runs))
     return 0
 
 

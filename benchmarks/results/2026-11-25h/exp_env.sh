@@ -6,7 +6,7 @@ PY=$ROOT/.venv/bin/python
 SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 OUT=${OUT:-/tmp/fastcoder-exp}
 mkdir -p "$OUT"
-base_worktree() {  # BASE: a worktree of the session's start (51cd1a6), made when missing
+base_worktree() {  # BASE: a worktree of BASE_COMMIT (default: the session's start, 51cd1a6), made when missing
     BASE=${BASE:-$OUT/base}
-    [ -d "$BASE" ] || git -C "$ROOT" worktree add -f "$BASE" 51cd1a6
+    [ -d "$BASE" ] || git -C "$ROOT" worktree add -f "$BASE" ${BASE_COMMIT:-51cd1a6}
 }
