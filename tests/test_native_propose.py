@@ -47,7 +47,10 @@ class Store:
 
 
 class LineStarts:
-    """Token 0 starts a line (the skip token's rule applies after it)."""
+    """Token 0 starts a line (the skip token's rule applies after it); token 5 is special (no retrieval for a
+    context whose last two tokens hold it: FastCoderDrafter._retrieval_key, in C in the native step)."""
+
+    special = frozenset({5})
 
     def at_line_start(self, context) -> bool:
         return len(context) > 0 and int(context[-1]) == 0

@@ -43,6 +43,12 @@ enum { PROPOSE_MAX_STARTS = 64, PROPOSE_MAX_WIDTH = 64, PROPOSE_MAX_CTX = 256 };
 #define PROPOSE_MAX_PREFIX 8
 /* Added to the result when the cache had a continuation (the cache's hit counter). */
 #define PROPOSE_CACHE_HIT ((int64_t)1 << 40)
+/* Added to the result when neither the cache nor the copy had one and the context's last n_min tokens hold a
+   special token (pa[30], pa[31]): no datastore continues it, the retrieval is skipped here (the drafter's skipped
+   counter) and the tree built from the history's source. */
+#define PROPOSE_SKIPPED ((int64_t)1 << 41)
+/* Returned for such a step when the history had nothing either. */
+#define PROPOSE_NOTHING_SKIPPED (-102)
 
 /* The occurrence chains of a token buffer (engine.history.TokenMirror): prev[i] is the last position before i
    holding the same token (-1: none; -1 separators are not chained), head[t] the last position holding token t.
@@ -211,7 +217,8 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      15 max depth per source, 16 and 17 the builder's scratch rows and width, 18 the cache's n_min, 19 and 20 the
      datastore sources' fields (fc_build_sized_parts' layout, 10 int64 each) and weights, 21-23 the cache
      buffer's occurrence chains (prev, head, head's length; fc_chain_extend), 24-26 the history's, 27 and 28
-     fc_propose_retrieve's datastore arguments (int64) and weights (float64);
+     fc_propose_retrieve's datastore arguments (int64) and weights (float64), 29 the datastore search's n_min, 30
+     and 31 the special token ids (sorted int64) and their count (FastCoderDrafter._retrieval_key's first rule);
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
@@ -240,6 +247,21 @@ static int64_t history_and_tree(const int64_t *pa, const double *pd, const int64
     if (kept < 0)
         return kept;
     return kept + (hit ? PROPOSE_CACHE_HIT : 0);
+}
+
+/* Whether one of the context's last n_min tokens is one of the n_special sorted ids in special. */
+static int special_tail(const int64_t *ctx, int64_t ctx_len, int64_t n_min, const int64_t *special,
+                        int64_t n_special) {
+    if (special == NULL || n_special <= 0) return 0;
+    for (int64_t i = ctx_len - n_min < 0 ? 0 : ctx_len - n_min; i < ctx_len; i++) {
+        int64_t lo = 0, hi = n_special - 1, t = ctx[i];
+        while (lo <= hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (special[mid] == t) return 1;
+            if (special[mid] < t) lo = mid + 1; else hi = mid - 1;
+        }
+    }
+    return 0;
 }
 
 /* fc_propose's settings checks (-2 when outside the C code's buffers). */
@@ -280,8 +302,12 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
         }
     }
     k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], copy_tokens, copy_probs, &match);
-    if (!hit && k <= 0)
-        return PROPOSE_RETRIEVE;
+    if (!hit && k <= 0) {
+        if (!special_tail(ctx, ctx_len, pa[29], (const int64_t *)(intptr_t)pa[30], pa[31]))
+            return PROPOSE_RETRIEVE;
+        int64_t got = history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, 0, 0);
+        return got == PROPOSE_NOTHING ? PROPOSE_NOTHING_SKIPPED : got < 0 ? got : got + PROPOSE_SKIPPED;
+    }
     if (k > 0) {
         part_fields(parts + 10 * n_parts++, copy_tokens, 1, k, copy_count, SOURCE_CONTEXT, match);
     }

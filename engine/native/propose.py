@@ -36,6 +36,10 @@ NATIVE_PROPOSE_ENV = "FASTCODER_NATIVE_PROPOSE"
 RETRIEVE = -100
 NOTHING = -101
 CACHE_HIT = 1 << 40
+#: fc_propose's results for a step whose context ends in a special token (FastCoderDrafter._retrieval_key's first
+#: rule, applied in C): the retrieval skipped, the tree from the history's source (the flag added), or nothing.
+SKIPPED = 1 << 41
+NOTHING_SKIPPED = -102
 #: Settings beyond these take the Python path (the C code's fixed buffers, propose.c).
 MAX_STARTS = 64
 MAX_WIDTH = 64
@@ -73,7 +77,12 @@ def _settings(drafter) -> tuple:
     ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
     return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
             idx.min_prob, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
-            ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta)
+            ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter))
+
+
+def _special(drafter) -> frozenset:
+    """The drafter's special token ids (:attr:`engine.model.TokenInfo.special`; a frozenset caches its hash)."""
+    return getattr(drafter.token_info, "special", None) or frozenset()
 
 
 def propose_args(drafter) -> "ProposeArgs":
@@ -111,7 +120,7 @@ class ProposeArgs:
 
     def __init__(self, drafter):
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
-        self.pa = np.zeros(29, dtype=np.int64)
+        self.pa = np.zeros(32, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -120,6 +129,8 @@ class ProposeArgs:
         self.pa[18] = cache.n_min
         self.pd[:] = [idx.factor, idx.min_prob, hist.factor if hist else 0.0]
         self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
+        self.special = np.array(sorted(_special(drafter)), dtype=np.int64)  # a context ending in one: no retrieval
+        self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
         self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
         # D_r and D_c searched in C where their settings allow (fc_propose_retrieve)
@@ -191,10 +202,17 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         if found < 0:  # the sources are searched: the rest of the Python path, from them
             return _python_tree(drafter, parts, context, budget, min_prob, cost)
         return _tree_from(sc, found)
+    if found == NOTHING_SKIPPED:
+        cache.lookups += 1
+        drafter.skipped += 1
+        return DraftTree.empty()
     if found < 0:
         return None
     cache.lookups += 1
-    if found >= CACHE_HIT:
+    if found >= SKIPPED:
+        drafter.skipped += 1
+        found -= SKIPPED
+    elif found >= CACHE_HIT:
         cache.hits += 1
         found -= CACHE_HIT
     return _tree_from(sc, found)
