@@ -42,6 +42,11 @@ def _byte_level_decoder(tokenizer) -> dict[str, int] | None:
     return {ch: b for b, ch in bytes_to_unicode().items()}
 
 
+
+def special_ids(tokenizer) -> set[int]:
+    """The ids ``tokenizer`` marks special (``all_special_ids``: BOS/EOS, padding, FIM sentinels); empty for none."""
+    return {int(i) for i in getattr(tokenizer, "all_special_ids", []) or []}
+
 @dataclass
 class TokenBytes:
     """The bytes each token id spells, indexed for prefix queries.
@@ -64,7 +69,7 @@ class TokenBytes:
         """Build the table for a Hugging Face tokenizer (byte-level BPE exactly; others through
         ``decode`` of each id, UTF-8 encoded). Cost: ~15 ms for 8k tokens, ~0.3 s for 152k."""
         size = int(vocab_size or len(tokenizer))
-        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        special = special_ids(tokenizer)
         special.update(getattr(tokenizer, "added_tokens_decoder", {}) or {})
         inverse = _byte_level_decoder(tokenizer)
         pieces: list[bytes] = []

@@ -138,7 +138,9 @@ class TokenInfo:
                     ends[i] = text.rsplit("\n", 1)[1].strip(" \t") == ""
                 elif text and text.strip(" \t") == "":
                     ws[i] = True
-        special = frozenset(int(i) for i in getattr(tokenizer, "all_special_ids", ()) or () if 0 <= int(i) < vocab_size)
+        from .healing import special_ids  # noqa: PLC0415  (as token_bytes: healing imports the verifier)
+
+        special = frozenset(i for i in special_ids(tokenizer) if 0 <= i < vocab_size)
         return cls(ends, ws, special)
 
     def at_line_start(self, context: np.ndarray) -> bool:

@@ -283,7 +283,7 @@ class MatchState:
                 :meth:`Datastore.search` sends those to the Python path).
         """
         ctx_len = len(context)
-        fresh = not self._in_buffer or key != self.key
+        fresh = not self.holds(key)
         need = n_max
         if not fresh and ctx_len >= self.length:
             need = ctx_len - self.length + n_max  # the appended tokens and the old tail, to recognise it

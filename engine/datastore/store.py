@@ -253,6 +253,11 @@ class Datastore:
             self._native_match = got
         return got or None
 
+    def match_key(self, n_min: int, n_max: int) -> tuple:
+        """The :class:`MatchState` key of this store's searches with these settings (``n_min`` >= 1, ``n_max``:
+        tokens), as :meth:`search` records it."""
+        return (self, 0, n_min, n_max)
+
     def searched_store(self) -> "Datastore":
         """The :class:`Datastore` whose :meth:`search` this store's is: itself (``RepoDatastore`` has the same
         method; :mod:`engine.native.propose` searches that store in C)."""
@@ -318,7 +323,7 @@ class Datastore:
         if (native and state is not None and type(context) is np.ndarray and context.dtype == np.int64
                 and context.ndim == 1 and n_max <= NATIVE_TAIL_MAX):
             # the query, the state's extension check, the match and the record in one C call (datastore.c)
-            n, left, cnt, probes = state.search_native(native[0], native[1], (self, 0, n_min, n_max), context,
+            n, left, cnt, probes = state.search_native(native[0], native[1], self.match_key(n_min, n_max), context,
                                                        n_min, n_max)
             self.probes += probes
             return self._retrieval(n, left, cnt, draft_len, max_matches)
@@ -328,7 +333,7 @@ class Datastore:
                 return Retrieval.empty(draft_len)
             n, left, cnt = self.longest_match(q, n_min)
         else:
-            key = (self, 0, n_min, n_max)
+            key = self.match_key(n_min, n_max)
             k = state.extension(key, context)
             state.searches += 1
             if len(q) < n_min:

@@ -333,7 +333,10 @@ int64_t fc_propose_retrieve(const int64_t *pa, const double *pd, int64_t ctx_len
     int64_t *ra = (int64_t *)(intptr_t)pa[27];
     const double *rw = (const double *)(intptr_t)pa[28];
     (void)cache_len;
-    if (!settings_fit(pa) || ra == NULL)
+    if (ra == NULL)
+        return -2;
+    ra[6] = ra[RETRIEVE_FIELDS + 6] = 0; /* nothing found, whatever is returned */
+    if (!settings_fit(pa))
         return -2;
     int64_t parts[(PROPOSE_MAX_PREFIX + 3) * 10];
     double weights[PROPOSE_MAX_PREFIX + 3];
@@ -342,7 +345,6 @@ int64_t fc_propose_retrieve(const int64_t *pa, const double *pd, int64_t ctx_len
     for (int64_t i = 0; i < PROPOSE_MAX_PREFIX + 3; i++) weights[i] = 1.0;
     for (int j = 0; j < 2; j++) {
         int64_t *f = ra + RETRIEVE_FIELDS * j;
-        f[6] = 0;
         if (!(stores >> j & 1))
             continue;
         int64_t *st = (int64_t *)(intptr_t)f[1];

@@ -253,7 +253,7 @@ def _retrieve_native(lib, drafter, args: ProposeArgs, key: tuple, n_ctx: int, ca
                 return None
             f = RETRIEVE_FIELDS * j
             args.ra[f], args.ra[f + 1] = native[1], state.buffer_address
-            held = args.store_keys[j] = (base, state, (base, 0, ret.n_min, ret.n_max))
+            held = args.store_keys[j] = (base, state, base.match_key(ret.n_min, ret.n_max))
         stores |= 1 << j
         if not state.holds(held[2]):
             stores |= 4 << j
