@@ -73,6 +73,13 @@ def _add_index(sub) -> None:
     src = b.add_mutually_exclusive_group()
     src.add_argument("--corpus", type=Path, default=None, help="folder of source files (default: the stdlib)")
     src.add_argument("--repo", type=Path, default=None, help="repository folder: build its D_r")
+    src.add_argument("--model-outputs", type=Path, action="append", default=None, metavar="DIR",
+                     help="build a D_c of the model's own greedy output at sampled positions of the source files "
+                          "under DIR (repeatable; leave out the code you will complete in), for --common PATH "
+                          "(engine/model_outputs.py)")
+    b.add_argument("--samples", type=int, default=4000, help="with --model-outputs: generations (default: 4000)")
+    b.add_argument("--new-tokens", type=int, default=64,
+                   help="with --model-outputs: tokens per generation at most (default: 64)")
     b.add_argument("--repo-id", default=None,
                    help="with --repo: the id requests send as fastcoder_repo (default: the folder's name)")
     b.add_argument("--exclude", action="append", default=[], metavar="GLOB",
@@ -199,19 +206,29 @@ def cmd_generate(args) -> int:
 
 
 def cmd_index_build(args) -> int:
-    import time
-
     from .common_datastore import build_common_datastore
-    from .datastore import DatastoreError
 
     if args.repo is not None:
         return _index_build_repo(args)
+    if args.model_outputs:
+        return _index_build_model_outputs(args)
     if args.corpus is not None and not args.corpus.is_dir():
         raise CLIError(f"--corpus {args.corpus} is not a folder")
     loaded = _load(args)
+    return _report_build(args, lambda: build_common_datastore(loaded.tokenizer, corpus=args.corpus, out=args.out,
+                                                              progress=True))
+
+
+def _report_build(args, build, hint: str = "") -> int:
+    """Run ``build()`` (returns the datastore folder; DatastoreError -> CLIError) and print the folder and the
+    seconds taken (``--json``: one object), ``hint`` after the seconds."""
+    import time
+
+    from .datastore import DatastoreError
+
     t0 = time.perf_counter()
     try:
-        out = build_common_datastore(loaded.tokenizer, corpus=args.corpus, out=args.out, progress=True)
+        out = build()
     except DatastoreError as err:
         raise CLIError(str(err)) from None
     seconds = time.perf_counter() - t0
@@ -219,8 +236,33 @@ def cmd_index_build(args) -> int:
         print(json.dumps({"path": str(out), "seconds": round(seconds, 2)}))
     else:
         print(out)
-        print(f"built in {seconds:.1f} s", file=sys.stderr)
+        print(f"built in {seconds:.1f} s{hint.format(path=out)}", file=sys.stderr)
     return 0
+
+
+def _index_build_model_outputs(args) -> int:
+    """``index build --model-outputs DIR...``: a D_c of the model's own output (:mod:`engine.model_outputs`),
+    saved to --out or ``<cache>/datastores/<tokenizer>-outputs-<settings hash>``; prints the folder."""
+    import hashlib
+
+    from .common_datastore import default_cache_dir, tokenizer_fingerprint
+    from .model_outputs import OutputSampling, build_model_output_datastore
+
+    try:
+        sampling = OutputSampling(samples=args.samples, new_tokens=args.new_tokens)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    for folder in args.model_outputs:
+        if not folder.is_dir():
+            raise CLIError(f"--model-outputs {folder} is not a folder")
+    loaded = _load(args)
+    out = args.out
+    if out is None:
+        key = repr((sorted(str(f.resolve()) for f in args.model_outputs), sampling, args.model))
+        out = default_cache_dir() / (f"{tokenizer_fingerprint(loaded.tokenizer)}-outputs-"
+                                     f"{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+    return _report_build(args, lambda: build_model_output_datastore(loaded, args.model_outputs, out, sampling,
+                                                                    progress=True), "; use it with --common {path}")
 
 
 #: File written beside a saved D_r's meta.json by ``index build --repo``: {"repo_id", "root", ...}.
