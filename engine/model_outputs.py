@@ -18,7 +18,8 @@ datastore of ``benchmarks/results/2026-11-26/build_outputs.sh`` (15 installed th
 benchmark repositories, 4,000 samples of 64 tokens, 351K tokens, 9 minutes of generation and 4 of tokenising on one
 core) against the standard library's D_c (8.6M tokens of source), committed tokens per unit of verify cost:
 ``function`` tasks pluggy / jinja2 / pygls +6.0 / +4.2 / +5.7%, ``fim-line`` +0.2 / 0.0 / +0.4%, ``fim-block``
-+0.1 / -0.3 / +0.3%. In earlier trials (the same replay): 79K tokens of output gave about half of that; adding 132K
++0.1 / -0.3 / +0.3%. A store from 21 other packages (262K tokens) gave the same, both together (613K) nothing more.
+In earlier trials (the same replay): 79K tokens of output gave about half of that; adding 132K
 tokens of output on the standard library (the model's training set) gave nothing more, and neither did
 concatenating the outputs with the standard library's source (its longer matches win the suffix search). The
 benchmark's corpus must leave out the repository under test: a sample there would be a completion cached before it
