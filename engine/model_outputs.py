@@ -15,8 +15,8 @@ greedy, EOS excluded), so a match can begin in the code before what the model wr
 Measured (oracle replay of the benchmark, ``benchmarks/results/2026-11-26/exp_replay.sh``: fastcoder's
 trajectory, tiny-py-coder, 10 tasks per cell, the verify cost c(n) of the project's 2-core CPU; 2026-11-26): the
 datastore of ``benchmarks/results/2026-11-26/build_outputs.sh`` (15 installed third-party packages that are not
-benchmark repositories, 4,000 samples of 64 tokens, 351K tokens, 9 minutes of generation and 4 of tokenising on one
-core) against the standard library's D_c (8.6M tokens of source), committed tokens per unit of verify cost:
+benchmark repositories, 4,000 samples of 64 tokens, 351K tokens, 9 minutes on one core, 25 s of it
+tokenising) against the standard library's D_c (8.6M tokens of source), committed tokens per unit of verify cost:
 ``function`` tasks pluggy / jinja2 / pygls +6.0 / +4.2 / +5.7%, ``fim-line`` +0.2 / 0.0 / +0.4%, ``fim-block``
 +0.1 / -0.3 / +0.3%. A store from 21 other packages (262K tokens) gave the same, both together (613K) nothing more.
 In earlier trials (the same replay): 79K tokens of output gave about half of that; adding 132K
@@ -134,7 +134,7 @@ def build_model_output_datastore(loaded, corpora: Sequence[str | os.PathLike], o
     at ``out``, with :data:`INFO_FILE` (settings, corpora, model, tokens, seconds) beside it.
 
     Returns the output folder. Raises DatastoreError when a corpus folder is missing or no file is long enough
-    for one prompt. Cost: one greedy generation per sample (tiny-py-coder on one CPU core: ~6 samples of 64
+    for one prompt. Cost: one greedy generation per sample (tiny-py-coder on one CPU core: ~7 samples of 64
     tokens a second)."""
     sampling = sampling or OutputSampling()
     files: list[Path] = []
