@@ -35,7 +35,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: Written beside a model-output datastore's arrays: the settings, the corpus and the model it came from.
 INFO_FILE = "model_outputs.json"
+#: Tokens a sampled position keeps after it in its file (a position is never at a file's very end).
+TAIL_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,9 @@ class OutputSampling:
 def sample_prompts(tokenizer, files: Sequence[Path], sampling: OutputSampling,
                    progress: bool = False) -> list[list[int]]:
     """Prompts (lists of ``sampling.prompt_tokens`` token ids) at seeded random positions of ``files``:
-    ``per_file`` positions per file with at least ``prompt_tokens + 32`` tokens, files in a seeded random
-    order, until ``samples`` prompts. Unreadable files are skipped. Fewer prompts when the corpus is small.
-    ``progress``: a tqdm bar of the prompts found (tokenising the files takes minutes for thousands)."""
+    ``per_file`` positions per file with at least ``prompt_tokens +`` :data:`TAIL_TOKENS` tokens, files in a
+    seeded random order, until ``samples`` prompts. Unreadable files are skipped. Fewer prompts when the corpus
+    is small. ``progress``: a tqdm bar of the prompts found (each file is tokenised whole)."""
     from .source_files import read_source_text  # noqa: PLC0415
 
     rng = random.Random(sampling.seed)
@@ -93,38 +95,37 @@ def sample_prompts(tokenizer, files: Sequence[Path], sampling: OutputSampling,
 
         bar = tqdm(total=sampling.samples, desc="prompts", unit="prompt")
     for path in order:
-        if bar is not None:
-            bar.n = len(prompts)
-            bar.refresh()
         if len(prompts) >= sampling.samples:
             break
         text = read_source_text(path)
         if not text:
             continue
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(ids) < sampling.prompt_tokens + 32:
+        if len(ids) < sampling.prompt_tokens + TAIL_TOKENS:
             continue
         for _ in range(min(sampling.per_file, sampling.samples - len(prompts))):
-            pos = rng.randrange(sampling.prompt_tokens, len(ids) - 31)
+            pos = rng.randrange(sampling.prompt_tokens, len(ids) - TAIL_TOKENS + 1)
             prompts.append([int(t) for t in ids[pos - sampling.prompt_tokens:pos]])
+            if bar is not None:
+                bar.update(1)
     if bar is not None:
         bar.close()
     return prompts
 
 
 def generate_outputs(loaded, prompts: Sequence[Sequence[int]], new_tokens: int,
-                     on_progress: Callable[[int, int], None] | None = None) -> list[list[int]]:
+                     progress: bool = False) -> list[list[int]]:
     """The model's greedy continuation (token ids, EOS excluded, at most ``new_tokens``) of each prompt, from
-    the lossless fastcoder decoder without datastores (the model's own output, only faster)."""
+    the lossless fastcoder decoder without datastores (the model's own output, only faster); ``progress``: a
+    tqdm bar."""
     from .decoder import SpeculativeDecoder  # noqa: PLC0415
 
     decoder = SpeculativeDecoder(loaded, method="fastcoder")
-    outputs = []
-    for i, prompt in enumerate(prompts):
-        outputs.append(list(decoder.generate(list(prompt), max_new_tokens=new_tokens).token_ids))
-        if on_progress is not None:
-            on_progress(i + 1, len(prompts))
-    return outputs
+    if progress:
+        from tqdm import tqdm  # noqa: PLC0415
+
+        prompts = tqdm(prompts, desc="model outputs", unit="sample")
+    return [list(decoder.generate(list(prompt), max_new_tokens=new_tokens).token_ids) for prompt in prompts]
 
 
 def build_model_output_datastore(loaded, corpora: Sequence[str | os.PathLike], out: str | os.PathLike,
@@ -147,17 +148,9 @@ def build_model_output_datastore(loaded, corpora: Sequence[str | os.PathLike], o
     prompts = sample_prompts(tokenizer, files, sampling, progress=progress)
     if not prompts:
         raise DatastoreError(f"no source file under {', '.join(roots) or 'the corpora'} has "
-                             f"{sampling.prompt_tokens + 32} tokens for a prompt")
+                             f"{sampling.prompt_tokens + TAIL_TOKENS} tokens for a prompt")
     t0 = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm import tqdm  # noqa: PLC0415
-
-        bar = tqdm(total=len(prompts), desc="model outputs", unit="sample")
-    outputs = generate_outputs(loaded, prompts, sampling.new_tokens,
-                               on_progress=(lambda done, total: bar.update(1)) if bar is not None else None)
-    if bar is not None:
-        bar.close()
+    outputs = generate_outputs(loaded, prompts, sampling.new_tokens, progress=progress)
     keep = sampling.context_tokens
     docs = [np.asarray((p[-keep:] if keep else []) + o, dtype=np.int64) for p, o in zip(prompts, outputs)]
     ds = Datastore.from_documents(docs, len(tokenizer), tokenizer_fingerprint=tokenizer_fingerprint(tokenizer))
