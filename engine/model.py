@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 #: Hub id used when neither ``--model`` nor ``FASTCODER_MODEL`` names a model.
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
 MODEL_ENV = "FASTCODER_MODEL"
+#: Set to 1 to keep cuDNN in PyTorch's attention (SDPA) backends on a GPU (see :func:`avoid_per_shape_attention_plans`).
+CUDNN_SDPA_ENV = "FASTCODER_CUDNN_SDPA"
 
 
 class ModelLoadError(RuntimeError):
@@ -186,6 +188,32 @@ def _pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
+def avoid_per_shape_attention_plans(device: torch.device, dtype: torch.dtype) -> bool:
+    """Take cuDNN out of PyTorch's scaled-dot-product-attention backends for a half-precision GPU model.
+
+    PyTorch (2.11 on an H200) sends bfloat16/float16 attention to cuDNN first, and cuDNN builds an execution plan
+    for every new (query length, key length) shape. Decoding meets a new key length at every step (and a verify
+    forward a new query length too), so each forward paid a plan build: tiny-py-coder decoded at 28-32 ms per
+    token in bfloat16 against 5.3 ms in float32 on the same H200, while one forward at a repeated shape took
+    3.5 ms (benchmarks/results/2026-11-26g). Flash and memory-efficient attention take any shape at no set-up
+    cost. The setting is process-wide (``torch.backends.cuda.enable_cudnn_sdp(False)``), which suits the
+    server and the CLI that own their process; ``FASTCODER_CUDNN_SDPA=1`` keeps cuDNN.
+
+    Returns True when it turned cuDNN attention off, False when nothing was changed (CPU, float32, the
+    variable set, or a torch without the switch).
+    """
+    if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if os.environ.get(CUDNN_SDPA_ENV, "").lower() in ("1", "true", "yes"):
+        return False
+    switch = getattr(torch.backends.cuda, "enable_cudnn_sdp", None)
+    if switch is None:
+        return False
+    switch(False)
+    log.info("cuDNN attention off (%s=1 keeps it): it builds a plan for every new sequence length", CUDNN_SDPA_ENV)
+    return True
+
+
 def _hub_reachable(timeout_s: float = 2.0) -> bool:
     """Whether the Hugging Face hub host resolves (DNS only) and offline mode is not forced."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
@@ -255,6 +283,7 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
             f"elsewhere and pass --model /path/to/folder or set {MODEL_ENV}") from err
     model.to(dev)
     model.eval()
+    avoid_per_shape_attention_plans(dev, torch_dtype)
     packing = attention = lean = None
     if pack_weights and dev.type == "cpu" and torch_dtype == torch.float32:
         from .lean_forward import install_lean_forward  # noqa: PLC0415
