@@ -135,7 +135,7 @@ class EngineHost(IndexingMixin):
 
             self.progress("model", f"loading {settings.resolved_model()}", 0, False)
             try:
-                loaded = load_model(settings.resolved_model(), device=settings.device)
+                loaded = load_model(settings.resolved_model(), device=settings.device, dtype=settings.dtype)
             except ModelLoadError as exc:
                 raise _LoadFailed(str(exc)) from None
             cost = None
@@ -423,6 +423,7 @@ class EngineHost(IndexingMixin):
             "state": self.state if self.state != "idle" else "loading",
             "model": getattr(loaded, "name", None) or self.settings.resolved_model(),
             "device": str(getattr(loaded, "device", self.settings.device)),
+            "dtype": str(getattr(loaded, "dtype", self.settings.dtype)).replace("torch.", ""),
             "method": self.settings.method,
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self.settings).items()},
             "error": self.error,

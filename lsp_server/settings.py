@@ -24,6 +24,8 @@ SDSAT_METHODS = ("sdsat", "fastcoder+sdsat")
 COST_SIZED_METHODS = ("fastcoder", "sdsat", "fastcoder+sdsat")
 STOP_AT = ("line", "block")
 DEVICE_PREFIXES = ("auto", "cpu", "cuda", "mps", "xpu")
+#: Weight dtypes; auto = float32 on a CPU (exact), bfloat16/float16 on a GPU (engine.model.load_model).
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: Where completions come from: the in-process model (``local``) or an OpenAI-compatible
 #: ``/v1/completions`` endpoint (``openai``: vLLM, llama.cpp's server, Ollama; :mod:`lsp_server.backends`).
 BACKENDS = ("local", "openai")
@@ -31,7 +33,7 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:8000/v1"
 # Settings whose change needs the endpoint client to be rebuilt (openai backend).
 ENDPOINT_KEYS = ("backend", "endpoint", "endpoint_model", "model")
 # Settings whose change needs the model and D_c to be reloaded in the background.
-RELOAD_KEYS = ("model", "device", "common_datastore")
+RELOAD_KEYS = ("model", "device", "dtype", "common_datastore")
 # Settings whose change only needs new decoders (cheap, done at once).
 DECODER_KEYS = ("method", "warm_documents")
 # Settings whose change needs the repository datastores D_r to be rebuilt.
@@ -79,6 +81,7 @@ class Settings:
     repo_index: bool = True
     exclude: tuple[str, ...] = ()
     device: str = "auto"
+    dtype: str = "auto"
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
@@ -193,6 +196,7 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "repoIndex": ("repo_index", _bool),
     "exclude": ("exclude", _globs),
     "device": ("device", _device),
+    "dtype": ("dtype", _choice(DTYPES)),
     "temperature": ("temperature", _float_in(0.0, 10.0)),
     "topP": ("top_p", _float_in(0.0, 1.0, lo_open=True)),
     "topK": ("top_k", _int_in(0, 1 << 20)),

@@ -9,7 +9,7 @@ import pytest
 from lsp_server.postprocess import CursorContext, generation_stop, postprocess
 from lsp_server.prompt import build_fim_prompt, detect_fim_template, prompt_budget
 from lsp_server.repo_watch import coalesce
-from lsp_server.settings import Settings, parse_settings, section_of
+from lsp_server.settings import RELOAD_KEYS, Settings, parse_settings, section_of
 
 MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
 
@@ -37,6 +37,15 @@ def test_settings_invalid_value_warns_and_keeps_previous():
     for key in ("maxNewTokens", "method", "device", "repoIndex"):
         assert f"fastcoder.{key}" in joined
     assert len(warnings) == 4
+
+
+def test_dtype_setting_is_validated_and_reloads_the_model():
+    s, warnings = parse_settings({"fastcoder": {"dtype": "float32"}}, Settings())
+    assert s.dtype == "float32" and not warnings
+    kept, warnings = parse_settings({"fastcoder": {"dtype": "int4"}}, s)
+    assert kept.dtype == "float32" and len(warnings) == 1 and "fastcoder.dtype" in warnings[0]
+    assert Settings(dtype="bfloat16").changed_keys(Settings()) == {"dtype"}
+    assert "dtype" in RELOAD_KEYS  # another dtype means loading the weights again
 
 
 def test_section_of_ignores_other_extensions():

@@ -8,6 +8,7 @@
 export const METHODS = ['fastcoder', 'rest', 'copyspec', 'sdsat', 'fastcoder+sdsat', 'ar'] as const;
 export const STOP_AT = ['line', 'block'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda', 'mps'] as const;
+export const DTYPES = ['auto', 'float32', 'bfloat16', 'float16'] as const;
 /** Where completions come from: the in-server model, or an OpenAI-compatible /v1/completions endpoint. */
 export const BACKENDS = ['local', 'openai'] as const;
 
@@ -22,6 +23,7 @@ export interface FastcoderServerSettings {
   repoIndex?: boolean;
   exclude?: string[];
   device?: (typeof DEVICES)[number];
+  dtype?: (typeof DTYPES)[number];
   temperature?: number;
   tokenHealing?: boolean;
   typeThrough?: boolean;
@@ -83,6 +85,8 @@ export function buildServerSettings(get: ConfigGetter): FastcoderServerSettings 
   if (Array.isArray(exclude)) out.exclude = exclude.filter((g): g is string => typeof g === 'string' && g !== '');
   const device = oneOf(get('device'), DEVICES);
   if (device !== undefined) out.device = device;
+  const dtype = oneOf(get('dtype'), DTYPES);
+  if (dtype !== undefined) out.dtype = dtype;
   const temperature = get('temperature');
   if (typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0) out.temperature = temperature;
   for (const key of BOOLEAN_KEYS) {

@@ -35,7 +35,7 @@ M.defaults = {
   root_markers = { ".git", "pyproject.toml", "setup.py", "setup.cfg" },
   -- Server settings (section "fastcoder"); nil values use the server's defaults. Keys as in the
   -- server contract: model, method, maxNewTokens, maxPromptTokens, stopAt, commonDatastore,
-  -- repoIndex, exclude, device, temperature.
+  -- repoIndex, exclude, device, dtype, temperature.
   settings = {},
   -- Insert-mode keys; set a key to false to leave it unmapped.
   keys = {

@@ -9,19 +9,21 @@ describe('buildServerSettings', () => {
     const s = buildServerSettings(
       getter({
         model: ' /models/tiny ', method: 'rest', maxNewTokens: 32, maxPromptTokens: 512, stopAt: 'block',
-        commonDatastore: 'none', repoIndex: false, exclude: ['*.min.js', 'build/**'], device: 'cpu', temperature: 0.2,
+        commonDatastore: 'none', repoIndex: false, exclude: ['*.min.js', 'build/**'], device: 'cuda', dtype: 'float32',
+        temperature: 0.2,
       }),
     );
     assert.deepEqual(s, {
       model: '/models/tiny', method: 'rest', maxNewTokens: 32, maxPromptTokens: 512, stopAt: 'block',
-      commonDatastore: 'none', repoIndex: false, exclude: ['*.min.js', 'build/**'], device: 'cpu', temperature: 0.2,
+      commonDatastore: 'none', repoIndex: false, exclude: ['*.min.js', 'build/**'], device: 'cuda', dtype: 'float32',
+      temperature: 0.2,
     });
   });
   it('drops empty, mistyped and out-of-range values so the server default applies', () => {
     const s = buildServerSettings(
       getter({
         model: '', method: 'medusa', maxNewTokens: 0, maxPromptTokens: null, stopAt: 'file', commonDatastore: '  ',
-        repoIndex: 'yes', exclude: ['ok', 3, ''], device: 'tpu', temperature: -1,
+        repoIndex: 'yes', exclude: ['ok', 3, ''], device: 'tpu', dtype: 'int8', temperature: -1,
       }),
     );
     assert.deepEqual(s, { exclude: ['ok'] });
