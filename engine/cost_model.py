@@ -268,6 +268,32 @@ PLAUSIBLE_C1 = 2.0
 COST_ENV = "FASTCODER_VERIFY_COST"
 
 
+#: Verification is cheap when a forward over 16 more draft tokens costs at most this much more (in plain decode
+#: steps) than one over a single token, on each measured curve: c(16) - c(1) <= 0.25. The H200 running
+#: tiny-py-coder: 0.06 (float32) and 0.01-0.03 (bfloat16); this 2-core CPU: 0.84-1.73.
+CHEAP_VERIFY_EXTRA = 0.25
+#: FastCoder settings where verification is cheap (:func:`verification_is_cheap`): D_r and D_c searched at every
+#: cache miss, beside the context copy, and copies drafted up to 6x their match length (SuffixDecoding's
+#: max_spec_factor; 3 otherwise). Oracle replay with the H200's float32 curve, 10 tasks per cell, predicted speedup
+#: over ``ar`` with the drafting time measured on the 2-core CPU, before -> after: ``function`` pluggy / jinja2 /
+#: pygls 3.43 / 3.90 / 4.43 -> 3.56 / 4.33 / 4.70, ``fim-line`` 1.54 / 1.53 / 4.04 -> 1.61 / 1.70 / 4.20,
+#: ``fim-block`` 3.41 / 4.14 / 4.85 -> 3.93 / 4.68 / 4.99; accepted length +4-18%, trees 1.4-3x wider
+#: (benchmarks/results/2026-11-26g/replay_variants.py, replay_h200_curve/). The replay gave the H200's measured
+#: trees (pluggy ``function``: accepted length 4.27 vs 4.29 measured, 11.5 vs 11.4 draft tokens). With the CPU's
+#: curve the same settings gave -3% / +1% / +2% on ``function`` without the drafting time, less with it.
+CHEAP_VERIFY_DRAFTING = {"retrieve_beside_copy": True, "copy_factor": 6.0}
+
+
+def verification_is_cheap(cost: VerifyCost) -> bool:
+    """Whether ``cost`` (and its long-context curve, if any) has c(16) - c(1) <= :data:`CHEAP_VERIFY_EXTRA`: a
+    device where a wider draft tree costs next to nothing (a GPU running a model too small to fill it), so the
+    drafters should offer more candidates (:data:`CHEAP_VERIFY_DRAFTING`)."""
+    curves = [cost]
+    if cost.long_ratios and cost.long_context > cost.context and len(cost.long_ratios) == len(cost.ratios):
+        curves.append(cost.at(cost.long_context))
+    return all(float(c.c(16)) - float(c.c(1)) <= CHEAP_VERIFY_EXTRA for c in curves)
+
+
 def plausible(cost: VerifyCost) -> bool:
     """Whether a measured curve looks like a device's, not like noise (c(1) <= :data:`PLAUSIBLE_C1`, for
     the long-context curve too)."""

@@ -167,7 +167,7 @@ class SpeculativeDecoder:
                                                                 "adaptive_every_step") if k in self.options}
         if method in COST_SIZED_METHODS and self.size_by_cost:
             from .acceptance import AcceptanceEstimator  # noqa: PLC0415
-            from .cost_model import load_or_measure_verify_cost  # noqa: PLC0415
+            from .cost_model import CHEAP_VERIFY_DRAFTING, load_or_measure_verify_cost, verification_is_cheap  # noqa: PLC0415
 
             self.estimator = shared_estimator if shared_estimator is not None else AcceptanceEstimator()
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
@@ -177,6 +177,9 @@ class SpeculativeDecoder:
             if method != "sdsat":  # trees keep ~4-16 nodes: sample fewer matches, shorter continuations
                 self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
                 self.options.setdefault("draft_len", SIZED_DRAFT_LEN)
+            if method == "fastcoder" and verification_is_cheap(self.cost):  # more candidates where they cost nothing
+                for key, value in CHEAP_VERIFY_DRAFTING.items():
+                    self.options.setdefault(key, value)
         if method in ("rest", "fastcoder", "fastcoder+sdsat") and "draft_budget" not in self.options \
                 and "budget" not in self.options:
             self.options["draft_budget"] = default_draft_budget(loaded.device)

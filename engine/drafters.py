@@ -283,7 +283,9 @@ class FastCoderOptions:
     a step. Oracle replay, pinned c(n), 10 tasks per cell, predicted speedup over ``ar`` with the measured
     drafting time, searching beside a copy -> not: ``function`` pluggy / jinja2 / pygls 2.53 / 2.69 / 2.80 ->
     2.61 / 2.82 / 3.01; ``fim-block`` 2.54 / 2.91 / 3.33 -> 2.61 / 3.02 / 3.43; ``fim-line`` (24-42 steps a
-    cell) 1.39 / 1.29 / 2.69 -> 1.32 / 1.29 / 2.97. True restores the search at every cache miss.
+    cell) 1.39 / 1.29 / 2.69 -> 1.32 / 1.29 / 2.97. True restores the search at every cache miss; the decoder
+    sets it (with ``copy_factor`` 6) where verification is cheap, a flat c(n) such as a GPU's
+    (:data:`engine.cost_model.CHEAP_VERIFY_DRAFTING`), where the extra candidates cost nothing to verify.
 
     ``cache_min_sequences`` is 0, not the paper's 50: a benchmark task or a newly opened document
     never holds 50 sequences, so the cache of the generation's own output went unused. Measured by an

@@ -319,3 +319,27 @@ def test_a_curve_file_in_the_environment_keeps_its_long_context_curve(tmp_path, 
     monkeypatch.setenv(cm.COST_ENV, str(curve))
     cost = load_or_measure_verify_cost(loaded_random("llama"))
     assert cost.long_ratios == [1.2, 1.6] and cost.at(1024).c(4) == pytest.approx(1.6)
+
+
+def test_cheap_verification_searches_every_source_beside_the_copy():
+    """Where a wider tree costs next to nothing (a GPU's flat c(n)) fastcoder drafts from D_r and D_c beside the
+    context copy and copies further; on a CPU's steep curve, and where the options say otherwise, it does not."""
+    from engine import SpeculativeDecoder
+    from engine.cost_model import CHEAP_VERIFY_DRAFTING, verification_is_cheap
+
+    h200 = VerifyCost([1, 4, 8, 16, 32, 64], [1.21, 1.21, 1.23, 1.27, 1.28, 1.28], 3.19, 512)
+    cpu = VerifyCost([1, 4, 8, 16, 32, 64], [1.29, 1.51, 2.05, 2.99, 5.26, 14.3], 1.91, 512)
+    assert verification_is_cheap(VerifyCost.flat()) and verification_is_cheap(h200)
+    assert not verification_is_cheap(cpu) and not verification_is_cheap(_steep())
+    # a flat short-context curve is not enough when the long-context one is steep
+    assert not verification_is_cheap(VerifyCost(list(h200.sizes), list(h200.ratios), 3.19, 512,
+                                                long_ratios=list(cpu.ratios), long_context=1024))
+    loaded = loaded_random("llama")
+
+    def drafter_opts(cost, **options):
+        return SpeculativeDecoder(loaded, method="fastcoder", verify_cost=cost, **options)._make_drafter(None).opts
+
+    opts = drafter_opts(h200)
+    assert {k: getattr(opts, k) for k in CHEAP_VERIFY_DRAFTING} == CHEAP_VERIFY_DRAFTING
+    assert (drafter_opts(cpu).retrieve_beside_copy, drafter_opts(cpu).copy_factor) == (False, 3.0)
+    assert drafter_opts(h200, retrieve_beside_copy=False).retrieve_beside_copy is False  # explicit wins

@@ -82,6 +82,24 @@ def test_tiny_coder_real_code_every_method_lossless(tiny_coder, real_code_prompt
     assert np.mean(speedups) > 1.5
 
 
+def test_fastcoder_with_cheap_verification_stays_lossless(tiny_coder, real_code_prompts):
+    """A flat c(n) (a GPU's) makes fastcoder search D_r and D_c beside the context copy and build wider trees
+    (engine.cost_model.CHEAP_VERIFY_DRAFTING); the output is still the greedy output."""
+    from engine.cost_model import VerifyCost
+    from engine.datastore import Datastore
+
+    docs = [tiny_coder.tokenizer(p.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"]
+            for p in __import__("tests.conftest", fromlist=["x"]).third_party_sources(6)]
+    store = Datastore.from_documents(docs, tiny_coder.vocab_size)
+    ar = SpeculativeDecoder(tiny_coder, method="ar")
+    wide = SpeculativeDecoder(tiny_coder, method="fastcoder", repo_datastore=store, common_datastore=store,
+                              verify_cost=VerifyCost.flat())
+    assert wide._make_drafter(None).opts.retrieve_beside_copy
+    for name, ids in real_code_prompts[:4]:
+        res = wide.generate(ids, max_new_tokens=96)
+        assert res.token_ids == ar.generate(ids, max_new_tokens=96).token_ids, f"diverged from greedy on {name}"
+
+
 def test_fastcoder_cache_across_requests_stays_lossless(tiny_coder, real_code_prompts):
     dec = SpeculativeDecoder(tiny_coder, method="fastcoder", cache_min_sequences=2)
     ar = SpeculativeDecoder(tiny_coder, method="ar")

@@ -56,7 +56,8 @@ class LineStarts:
         return len(context) > 0 and int(context[-1]) == 0
 
 
-def _drafter(native_on: bool, cache_seqs, history_gens, table, seed: int, cache_tokens: int, history_tokens: int):
+def _drafter(native_on: bool, cache_seqs, history_gens, table, seed: int, cache_tokens: int, history_tokens: int,
+             beside: bool = False):
     cache = FastCoderCache(max_tokens=cache_tokens)
     for seq in cache_seqs:
         cache.add(seq)
@@ -64,7 +65,7 @@ def _drafter(native_on: bool, cache_seqs, history_gens, table, seed: int, cache_
     for prompt, out in history_gens:
         history.add(prompt, out)
     d = FastCoderDrafter(Store(table), Store({k: [r[::-1] for r in v] for k, v in table.items()}, 3), LineStarts(),
-                         cache=cache, options=FastCoderOptions(seed=seed),
+                         cache=cache, options=FastCoderOptions(seed=seed, retrieve_beside_copy=beside),
                          retrieval=RetrievalOptions(draft_len=8, budget=64, max_matches=32),
                          estimator=_trained(seed), cost=COST, history=history)
     if not native_on:
@@ -87,11 +88,13 @@ tables = st.dictionaries(st.tuples(tok, tok), st.lists(st.lists(tok, min_size=1,
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seqs, gens, tables, st.lists(tok, min_size=1, max_size=40), st.integers(0, 3), st.integers(16, 400),
-       st.integers(8, 200))
+       st.integers(8, 200), st.booleans())
 def test_native_step_gives_the_python_tree_and_side_effects(cache_seqs, history_gens, table, stream, seed,
-                                                            cache_tokens, history_tokens):
-    fast = _drafter(True, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens)
-    slow = _drafter(False, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens)
+                                                            cache_tokens, history_tokens, beside):
+    """Both retrieval policies: D_r and D_c only where neither the cache nor the copy continues the context, or at
+    every cache miss beside the copy (``retrieve_beside_copy``, chosen where verification is cheap)."""
+    fast = _drafter(True, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside)
+    slow = _drafter(False, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside)
     assert fast._native, "the default configuration must take the native step"
     prompt = np.asarray(stream[:max(1, len(stream) // 3)], dtype=np.int64)
     fast.reset(prompt)
@@ -123,7 +126,7 @@ def test_native_step_is_used_for_the_default_configuration_and_can_be_switched_o
     monkeypatch.setenv(native_propose.NATIVE_PROPOSE_ENV, "0")
     assert not _drafter(True, [], [], {}, 0, 1024, 1024)._native
     monkeypatch.delenv(native_propose.NATIVE_PROPOSE_ENV)
-    off = FastCoderDrafter(None, None, None, options=FastCoderOptions(retrieve_beside_copy=True),
+    off = FastCoderDrafter(None, None, None, options=FastCoderOptions(use_context_copy=False),
                            estimator=AcceptanceEstimator(), cost=COST)
     assert not off._native  # a configuration the C code does not reproduce: the Python path
     assert not FastCoderDrafter(None, None, None)._native  # trees not sized by cost
@@ -209,11 +212,11 @@ def test_native_step_compares_the_most_recent_occurrences_only():
 # D_r and D_c searched in the same native step (fc_propose_retrieve) on real suffix-array datastores
 
 
-def _store_drafter(native_on: bool, repo, common, seed: int, max_matches: int, history_gens=()):
+def _store_drafter(native_on: bool, repo, common, seed: int, max_matches: int, history_gens=(), beside=False):
     history = CompletionHistory(max_tokens=256, context_tokens=3)
     for prompt, out in history_gens:
         history.add(prompt, out)
-    d = FastCoderDrafter(repo, common, LineStarts(), options=FastCoderOptions(seed=seed),
+    d = FastCoderDrafter(repo, common, LineStarts(), options=FastCoderOptions(seed=seed, retrieve_beside_copy=beside),
                          retrieval=RetrievalOptions(draft_len=8, budget=64, max_matches=max_matches),
                          estimator=_trained(seed), cost=COST, history=history)
     d._native = d._native and native_on
@@ -226,21 +229,23 @@ def _store_state(d) -> tuple:
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.integers(1, 60), min_size=4, max_size=60),
+@given(st.one_of(st.lists(st.integers(1, 60), min_size=4, max_size=60), st.lists(st.integers(1, 6), min_size=4,
+                                                                                   max_size=60)),
        st.lists(st.tuples(st.integers(0, 59), st.integers(1, 12), st.lists(st.integers(0, 63), max_size=4)),
                 min_size=1, max_size=12),
-       st.integers(0, 3), st.sampled_from([2, 5, 128]), gens)
+       st.integers(0, 3), st.sampled_from([2, 5, 128]), gens, st.booleans())
 def test_native_datastore_step_gives_the_python_tree_and_side_effects(stream, pieces, seed, max_matches,
-                                                                      history_gens):
+                                                                      history_gens, beside):
     """Documents made of pieces of the stream (so the stores continue it) and noise; the context copy rarely has
-    a continuation in a stream of ~60 distinct tokens, so most steps search D_r and D_c."""
+    a continuation in a stream of ~60 distinct tokens, so most steps search D_r and D_c, and often one in a stream
+    of 6, where ``beside`` searches them beside it."""
     from engine.datastore import Datastore
 
     docs = [stream[a:a + n] + noise for a, n, noise in pieces]
     repo = Datastore.from_documents(docs[::2], vocab_size=64)
     common = Datastore.from_documents(docs[1::2] or [[0]], vocab_size=64)
-    fast = _store_drafter(True, repo, common, seed, max_matches, history_gens)
-    slow = _store_drafter(False, repo, common, seed, max_matches, history_gens)
+    fast = _store_drafter(True, repo, common, seed, max_matches, history_gens, beside)
+    slow = _store_drafter(False, repo, common, seed, max_matches, history_gens, beside)
     assert fast._native
     context = np.asarray(stream, dtype=np.int64)
     prompt = context[:2]

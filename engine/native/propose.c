@@ -218,16 +218,30 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      datastore sources' fields (fc_build_sized_parts' layout, 10 int64 each) and weights, 21-23 the cache
      buffer's occurrence chains (prev, head, head's length; fc_chain_extend), 24-26 the history's, 27 and 28
      fc_propose_retrieve's datastore arguments (int64) and weights (float64), 29 the datastore search's n_min, 30
-     and 31 the special token ids (sorted int64) and their count (FastCoderDrafter._retrieval_key's first rule);
+     and 31 the special token ids (sorted int64) and their count (FastCoderDrafter._retrieval_key's first rule), 32
+     retrieve_beside_copy (1: D_r and D_c are searched at every cache miss, the copy's source beside theirs);
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
-     caller found (0 or more, in pa[19] and pa[20]): the cache and the copy are then known to have nothing, and
-     the tree is built from those sources and the history's (FastCoder Alg. 1's order).
+     caller found (0 or more, in pa[19] and pa[20]): the cache is then known to have nothing (and the copy too,
+     unless pa[32]), and the tree is built from those sources, the copy's (pa[32]) and the history's (FastCoder
+     Alg. 1's order; FastCoderDrafter.candidates).
    Returns the number of tree nodes the builder kept (plus PROPOSE_CACHE_HIT when the cache had a continuation),
    PROPOSE_RETRIEVE when neither the cache nor the copy had one (the caller searches the datastores),
    PROPOSE_NOTHING when no source had one, or another negative number where the Python path must run (settings
    outside the buffers; the builder's own refusals). */
+/* The context copy's source (fc_suffix_draft into the caller's tokens buffer) as part n_parts; returns n_parts + 1,
+   or n_parts when the copy has no continuation. */
+static int64_t copy_part(const int64_t *pa, const double *pd, const int64_t *ctx, int64_t ctx_len, int64_t *parts,
+                         int64_t n_parts, int64_t *tokens, double *probs, double *count) {
+    int64_t match = 0;
+    int64_t k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], tokens, probs, &match);
+    if (k <= 0)
+        return n_parts;
+    part_fields(parts + 10 * n_parts, tokens, 1, k, count, SOURCE_CONTEXT, match);
+    return n_parts + 1;
+}
+
 /* The history's source after `n_parts` given ones, then the tree (fc_propose's last part). */
 static int64_t history_and_tree(const int64_t *pa, const double *pd, const int64_t *ctx, int64_t ctx_len,
                                 int64_t history_len, int64_t *parts, double *weights, int64_t n_parts, int hit) {
@@ -287,9 +301,11 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
     double weights[PROPOSE_MAX_PREFIX + 3];
     int64_t n_parts = 0, hit = 0, match = 0, k = 0;
     for (int64_t i = 0; i < PROPOSE_MAX_PREFIX + 3; i++) weights[i] = 1.0;
-    if (n_prefix >= 0) { /* after PROPOSE_RETRIEVE: the datastores' sources, then the history's */
+    if (n_prefix >= 0) { /* after PROPOSE_RETRIEVE: the datastores' sources, the copy's (pa[32]), the history's */
         memcpy(parts, (const int64_t *)(intptr_t)pa[19], (size_t)n_prefix * 10 * sizeof(int64_t));
         memcpy(weights, (const double *)(intptr_t)pa[20], (size_t)n_prefix * sizeof(double));
+        if (pa[32])
+            n_prefix = copy_part(pa, pd, ctx, ctx_len, parts, n_prefix, copy_tokens, copy_probs, copy_count);
         return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_prefix, 0);
     }
     /* the cache first (Alg. 1): the context's last n_max tokens */
@@ -302,10 +318,12 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
         }
     }
     k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], copy_tokens, copy_probs, &match);
-    if (!hit && k <= 0) {
+    if (!hit && (k <= 0 || pa[32])) { /* the datastores' turn: nothing else, or searched beside the copy (pa[32]) */
         if (!special_tail(ctx, ctx_len, pa[29], (const int64_t *)(intptr_t)pa[30], pa[31]))
             return PROPOSE_RETRIEVE;
-        int64_t got = history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, 0, 0);
+        if (k > 0) /* a special token ends the context: no retrieval, the copy and the history */
+            part_fields(parts + 10 * n_parts++, copy_tokens, 1, k, copy_count, SOURCE_CONTEXT, match);
+        int64_t got = history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_parts, 0);
         return got == PROPOSE_NOTHING ? PROPOSE_NOTHING_SKIPPED : got < 0 ? got : got + PROPOSE_SKIPPED;
     }
     if (k > 0) {
@@ -371,5 +389,9 @@ int64_t fc_propose_retrieve(const int64_t *pa, const double *pd, int64_t ctx_len
             weights[n_parts++] = rw[j];
         }
     }
+    int64_t copy_tokens[PROPOSE_MAX_WIDTH];
+    double copy_probs[PROPOSE_MAX_WIDTH], copy_count[1] = {1.0};
+    if (pa[32]) /* searched beside the copy: its source after the datastores' (FastCoderDrafter.candidates) */
+        n_parts = copy_part(pa, pd, ctx, ctx_len, parts, n_parts, copy_tokens, copy_probs, copy_count);
     return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_parts, 0);
 }

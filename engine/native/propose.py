@@ -8,8 +8,8 @@ mirrors of the cache's and the history's token buffers (:class:`engine.history.T
 copy's own sequence buffer (:class:`engine.context_match.SuffixMatchIndex`).
 
 It serves the default configuration (cache and context copy on, D_r and D_c searched only when neither has a
-continuation, cost-sized trees with an :class:`engine.acceptance.AcceptanceEstimator`). A step where neither
-the cache nor the copy has a continuation applies the retrieval strategy in Python (the missing table, the skip
+continuation, or at every cache miss with ``retrieve_beside_copy``; cost-sized trees with an
+:class:`engine.acceptance.AcceptanceEstimator`). A step where the datastores' turn comes applies the retrieval strategy in Python (the missing table, the skip
 token: :meth:`~engine.drafters.FastCoderDrafter._retrieval_key`), then searches D_r and D_c and builds the tree in
 a second C call (``fc_propose_retrieve``: each store's suffix-array search from its
 :class:`~engine.datastore.MatchState` and its continuations, ``fc_ds_retrieve`` in datastore.c); a D_r with an edit
@@ -62,8 +62,7 @@ def supported(drafter) -> bool:
     opts, ret, cache, idx, hist = drafter.opts, drafter.ret, drafter.cache, drafter.context_index, drafter.history
     if type(drafter.estimator) is not AcceptanceEstimator or drafter.cost is None:
         return False
-    if not (opts.use_cache and opts.use_context_copy and not opts.retrieve_beside_copy
-            and opts.cache_min_sequences <= 0):
+    if not (opts.use_cache and opts.use_context_copy and opts.cache_min_sequences <= 0):
         return False
     if ret.budget <= 0 or not 1 <= ret.draft_len <= MAX_WIDTH or cache.n_min != 2 or not 2 <= cache.n_max <= MAX_CONTEXT:
         return False
@@ -77,7 +76,8 @@ def _settings(drafter) -> tuple:
     ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
     return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
             idx.min_prob, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
-            ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter))
+            ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter),
+            drafter.opts.retrieve_beside_copy)
 
 
 def _special(drafter) -> frozenset:
@@ -120,7 +120,7 @@ class ProposeArgs:
 
     def __init__(self, drafter):
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
-        self.pa = np.zeros(32, dtype=np.int64)
+        self.pa = np.zeros(33, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -131,6 +131,7 @@ class ProposeArgs:
         self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
         self.special = np.array(sorted(_special(drafter)), dtype=np.int64)  # a context ending in one: no retrieval
         self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
+        self.pa[32] = int(bool(opts.retrieve_beside_copy))
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
         self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
         # D_r and D_c searched in C where their settings allow (fc_propose_retrieve)
@@ -186,7 +187,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         pa[1], pa[21], pa[22], pa[23] = got
     n_ctx = len(idx._list)
     found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, -1)
-    if found == RETRIEVE:  # the cache and the copy had nothing: D_r and D_c (FastCoder Alg. 1), then the tree
+    if found == RETRIEVE:  # the cache (and the copy, unless searched beside it) had nothing: D_r and D_c, the tree
         cache.lookups += 1
         key = drafter._retrieval_key(context)
         if key is not None:
@@ -219,10 +220,12 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
 
 
 def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_prob: float, cost) -> DraftTree:
-    """The Python path's tree from the datastores' sources ``parts`` (searched already) and the history's."""
+    """The Python path's tree from the datastores' sources ``parts`` (searched already), the context copy's
+    (``retrieve_beside_copy``: searched beside it) and the history's, in :meth:`FastCoderDrafter.candidates`' order."""
     hist = drafter.history
+    copied = drafter.context_index.candidates() if drafter.opts.retrieve_beside_copy else None
     earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
-    return build_draft_tree(parts + ([earlier] if earlier is not None else []), budget, min_prob,
+    return build_draft_tree(parts + [c for c in (copied, earlier) if c is not None], budget, min_prob,
                             drafter.estimator, cost)
 
 
