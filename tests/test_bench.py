@@ -382,3 +382,23 @@ def test_fim_runs_lossless_with_stops(tmp_path, tiny_coder, monkeypatch, one_thr
             assert m["e2e_speedup"] > 0
     md = bench.render_markdown({**out, "config": {"task_kind": "fim-block"}})
     assert "of kind fim-block (stop at '\\n\\n')" in md and "e2e ms/completion" in md
+
+
+def _method(lossless: bool | None) -> dict:
+    return {"ms_per_token": 1.0, "speedup": 1.0, "mean_accepted_length": 1.0, "forward_passes": 1, "hits": {},
+            "retrieval_ms_per_step": 0.0, "retrieval_share": 0.0, "peak_rss_mb": 1.0, "lossless": lossless,
+            "lossless_tasks": 1 if lossless else 0, "tasks": 1}
+
+
+def test_report_names_the_gpu_and_explains_half_precision_divergence():
+    env = {"cpu": "Intel Xeon", "cpu_count": 16, "torch_threads": 1, "accelerator": "NVIDIA H200"}
+    diverged = {"environment": env, "methods": {"ar": _method(True), "fastcoder": _method(False)}}
+    half = bench.render_markdown({**diverged, "config": {"device": "cuda", "dtype": "bfloat16"}})
+    assert "hardware: NVIDIA H200 (cuda, bfloat16); host Intel Xeon (16 cores" in half
+    assert "bfloat16: a forward over several tokens rounds differently" in half
+    exact = bench.render_markdown({**diverged, "config": {"device": "cuda", "dtype": "float32"}})
+    assert "rounds differently" not in exact  # in float32 a divergence is a bug, reported as such
+    same = bench.render_markdown({"environment": {**env, "accelerator": None}, "config": {"dtype": "bfloat16"},
+                                  "methods": {"ar": _method(True), "fastcoder": _method(True)}})
+    assert "rounds differently" not in same and "hardware: Intel Xeon (16 cores" in same
+    assert bench.environment()["accelerator"] is None  # no GPU asked for

@@ -13,10 +13,13 @@ from .runner import HIT_SOURCES, BenchConfig, build_repo_datastore, memoized, ru
 from .tasks import Task
 
 SCHEMA = "fastcoder-bench/1"
+#: dtypes whose verify forwards round differently from one-token decode steps (the report says so).
+HALF_DTYPES = ("bfloat16", "float16")
 
 
-def environment() -> dict:
-    """Hardware and library versions for the report."""
+def environment(device=None) -> dict:
+    """Hardware and library versions for the report; ``accelerator``: the GPU's name where ``device`` (the
+    model's torch device) is a CUDA one, else None."""
     import torch
     import transformers
 
@@ -29,7 +32,19 @@ def environment() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "platform": platform.platform(), "cpu": cpu,
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "accelerator": _accelerator(device),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **engine_revision()}
+
+
+def _accelerator(device) -> str | None:
+    import torch
+
+    if device is None or getattr(device, "type", str(device).split(":")[0]) != "cuda":
+        return None
+    try:
+        return torch.cuda.get_device_name(device)
+    except (RuntimeError, AssertionError):  # no driver, or a CPU-only build
+        return None
 
 
 def engine_revision() -> dict:
@@ -55,7 +70,7 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     repo_factory = memoized(repo_factory)
     records = run_tasks(loaded, tasks, root, common_ds, cfg, repo_factory)
     methods = summarize(records)
-    result = {"schema": SCHEMA, "environment": environment(),
+    result = {"schema": SCHEMA, "environment": environment(getattr(loaded, "device", None)),
               "tasks": [t.describe() for t in tasks], "methods": methods, "headroom": None}
     if cfg.headroom and tasks:
         result["headroom"] = headroom(loaded, tasks, records, methods, root, common_ds, cfg, repo_factory)
@@ -80,7 +95,9 @@ def render_markdown(result: dict) -> str:
                   f"temperature: {cfg.get('temperature', 0.0)}, top_p: {cfg.get('top_p', 1.0)}, "
                   f"top_k: {cfg.get('top_k', 0)}"]
     if env:
-        lines.append(f"- hardware: {env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
+        device = (f"{env['accelerator']} ({cfg.get('device', 'cuda')}, {cfg.get('dtype', '?')}); host "
+                  if env.get("accelerator") else "")
+        lines.append(f"- hardware: {device}{env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
                      f"{env.get('torch_threads')}); torch {env.get('torch')}, transformers "
                      f"{env.get('transformers')}; engine commit {str(env.get('git_commit'))[:10]}"
                      f"{' (modified)' if env.get('engine_modified') else ''}")
@@ -105,6 +122,11 @@ def render_markdown(result: dict) -> str:
                      f"{_fmt(m.get('step_retrieval_share'), '.1%')} | {_fmt(m.get('forward_ms_per_step'), '.3f')} | "
                      f"{_fmt(m.get('step_other_share'), '.1%')} | {hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
                      f"{_lossless_cell(m)} |")
+    if cfg.get("dtype") in HALF_DTYPES and any(m["lossless"] is False for m in result["methods"].values()):
+        lines += ["", f"{cfg['dtype']}: a forward over several tokens rounds differently from a one-token forward, so "
+                  "where the model's top two logits (nearly) tie, its own greedy output depends on how many tokens "
+                  "a forward carries, and a speculative method can leave `ar`'s tokens there (README, Lossless). "
+                  "`--dtype float32` checks exactness."]
     lines += _headroom_markdown(result.get("headroom"))
     return "\n".join(lines) + "\n"
 
