@@ -402,3 +402,34 @@ def test_report_names_the_gpu_and_explains_half_precision_divergence():
                                   "methods": {"ar": _method(True), "fastcoder": _method(True)}})
     assert "rounds differently" not in same and "hardware: Intel Xeon (16 cores" in same
     assert bench.environment()["accelerator"] is None  # no GPU asked for
+
+
+def test_repeats_run_fresh_and_report_the_spread(tmp_path, tiny_coder, one_thread, monkeypatch):
+    """--repeats 2: the task set twice, each from fresh drafter state (an acceptance estimator trained on the first
+    repeat would size the second's trees differently), the pooled table, and min / median / max per method."""
+    from engine.bench import report, runner
+
+    repo = _real_repo(tmp_path)
+    tasks = bench.extract_tasks(repo, tiny_coder.tokenizer, 2, seed=3)
+    cfg = _smoke_cfg(methods=("ar", "copyspec", "fastcoder"), headroom=False, repeats=2)
+    learned_before = []
+    real_run_tasks = report.run_tasks
+
+    def run_tasks(loaded, *args, **kwargs):
+        learned_before.append((id(loaded), "fastcoder") in runner._ESTIMATORS)
+        return real_run_tasks(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(report, "run_tasks", run_tasks)
+    out = bench.benchmark(tiny_coder, repo, tasks, None, cfg)
+    assert learned_before == [False, False]
+    assert len(out["repeats"]) == 2 and set(out["repeats"][0]) == {"ar", "copyspec", "fastcoder"}
+    fast = out["methods"]["fastcoder"]
+    assert [t["repeat"] for t in fast["per_task"]] == [0, 0, 1, 1] and fast["lossless"] is True
+    first, second = fast["per_task"][:2], fast["per_task"][2:]
+    assert [t["accepted_lengths"] for t in first] == [t["accepted_lengths"] for t in second]  # the same experiment
+    lo, mid, hi = out["spread"]["fastcoder"]["speedup"]
+    assert lo <= mid <= hi and out["spread"]["ar"]["speedup"] == pytest.approx([1.0, 1.0, 1.0])
+    assert out["spread"]["fastcoder"]["vs_best_other"][0] > 0
+    md = bench.render_markdown(out)
+    assert "Spread over 2 repeats" in md and "| fastcoder | " in md.split("Spread over")[1]
+    assert bench.main(["--repo", str(repo), "--repeats", "0"]) == 2

@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--json", dest="json_out", default=None, help="write the JSON result here")
     parser.add_argument("--markdown", dest="markdown_out", default=None, help="write a markdown report")
     parser.add_argument("--plot", dest="plot_out", default=None, help="write a PNG plot")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run the whole task set this many times, each from fresh drafter state, and report "
+                             "the spread (min / median / max per method) besides the pooled table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
@@ -71,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
             if not suffix_decoding_available():
                 raise BenchError(INSTALL_HINT)
-        if args.tasks < 1 or args.max_new_tokens < 1:
-            raise BenchError("--tasks and --max-new-tokens must be >= 1")
+        if args.tasks < 1 or args.max_new_tokens < 1 or args.repeats < 1:
+            raise BenchError("--tasks, --max-new-tokens and --repeats must be >= 1")
         cost_sizes = tuple(int(x) for x in str(args.cost_sizes).split(",") if x.strip())
         from engine.verify import SamplingParams
         SamplingParams(args.temperature, args.top_p, args.top_k)  # ValueError on bad values
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                       progress=not args.no_progress,
                       drafter_options={} if args.draft_budget is None else {"draft_budget": args.draft_budget},
                       sampling=dict(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),
-                      sampling_seed=args.seed)
+                      sampling_seed=args.seed, repeats=args.repeats)
     result = benchmark(loaded, args.repo, tasks, common_ds, cfg)
     result["config"] = {"model": loaded.name, "repo": str(args.repo), "common": args.common,
                         "methods": list(methods), "tasks": args.tasks, "task_kind": args.task_kind,
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                         "max_prompt_tokens": budget, "seed": args.seed, "draft_budget": args.draft_budget,
                         "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
-                        "threads": args.threads, "argv": list(sys.argv)}
+                        "threads": args.threads, "repeats": args.repeats, "argv": list(sys.argv)}
     from ..cost_model import load_or_measure_verify_cost  # noqa: PLC0415
 
     result["verify_cost"] = load_or_measure_verify_cost(loaded).as_dict()

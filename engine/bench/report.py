@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
 from .headroom import headroom
-from .runner import HIT_SOURCES, BenchConfig, build_repo_datastore, memoized, run_tasks, summarize
+from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
+                     run_tasks, summarize)
 from .tasks import Task
 
 SCHEMA = "fastcoder-bench/1"
@@ -68,13 +70,51 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     """Run the whole benchmark and return the JSON-ready result (schema ``fastcoder-bench/1``)."""
     root = Path(root)
     repo_factory = memoized(repo_factory)
-    records = run_tasks(loaded, tasks, root, common_ds, cfg, repo_factory)
-    methods = summarize(records)
+    runs = []
+    for repeat in range(max(1, cfg.repeats)):
+        fresh_drafter_state(loaded)
+        records = run_tasks(loaded, tasks, root, common_ds, cfg, repo_factory)
+        for recs in records.values():
+            for rec in recs:
+                rec["repeat"] = repeat
+        runs.append(records)
+    pooled = {m: [rec for records in runs for rec in records[m]] for m in runs[0]}
+    methods = summarize(pooled)
     result = {"schema": SCHEMA, "environment": environment(getattr(loaded, "device", None)),
               "tasks": [t.describe() for t in tasks], "methods": methods, "headroom": None}
+    if len(runs) > 1:
+        result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
+                             for records in runs]
+        result["spread"] = spread(result["repeats"])
     if cfg.headroom and tasks:
-        result["headroom"] = headroom(loaded, tasks, records, methods, root, common_ds, cfg, repo_factory)
+        result["headroom"] = headroom(loaded, tasks, runs[0], methods, root, common_ds, cfg, repo_factory)
     return result
+
+
+#: Per repeat, each method's fields kept in the result's ``repeats`` (its summary over that repeat's tasks).
+REPEAT_FIELDS = ("ms_per_token", "speedup", "e2e_ms_per_completion", "e2e_speedup", "mean_accepted_length",
+                 "lossless")
+
+
+def spread(repeats: Sequence[dict]) -> dict:
+    """Per method, ``{field: [min, median, max]}`` over the repeats for ``ms_per_token``, ``speedup`` and
+    ``e2e_speedup``, and ``vs_best_other``: the method's speedup over the best other method's (``ar`` aside; None
+    for ``ar``) in the same repeat, [min, median, max]: how much a ranking moves between runs of the same tasks."""
+    out: dict[str, dict] = {}
+    for method in repeats[0]:
+        stats = {}
+        for key in ("ms_per_token", "speedup", "e2e_speedup"):
+            values = [r[method][key] for r in repeats if r[method].get(key) is not None]
+            stats[key] = [min(values), statistics.median(values), max(values)] if values else None
+        ratios = []
+        for r in repeats:
+            others = [s["speedup"] for m, s in r.items() if m not in (method, REFERENCE_METHOD) and s.get("speedup")]
+            if others and r[method].get("speedup"):
+                ratios.append(r[method]["speedup"] / max(others))
+        stats["vs_best_other"] = ([min(ratios), statistics.median(ratios), max(ratios)]
+                                  if ratios and method != REFERENCE_METHOD else None)
+        out[method] = stats
+    return out
 
 
 
@@ -122,6 +162,15 @@ def render_markdown(result: dict) -> str:
                      f"{_fmt(m.get('step_retrieval_share'), '.1%')} | {_fmt(m.get('forward_ms_per_step'), '.3f')} | "
                      f"{_fmt(m.get('step_other_share'), '.1%')} | {hits} | {_fmt(m['peak_rss_mb'], '.0f')} | "
                      f"{_lossless_cell(m)} |")
+    if result.get("spread"):
+        n = len(result.get("repeats", []))
+        lines += ["", f"Spread over {n} repeats of the task set (each from fresh drafter state; the table above pools "
+                  "them): min / median / max", "",
+                  "| method | ms/token | speedup | e2e speedup | vs best other |", "|---|---|---|---|---|"]
+        for name, st in result["spread"].items():
+            cells = [" / ".join(_fmt(v) for v in st[k]) if st.get(k) else "-"
+                     for k in ("ms_per_token", "speedup", "e2e_speedup", "vs_best_other")]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if cfg.get("dtype") in HALF_DTYPES and any(m["lossless"] is False for m in result["methods"].values()):
         lines += ["", f"{cfg['dtype']}: a forward over several tokens rounds differently from a one-token forward, so "
                   "where the model's top two logits (nearly) tie, its own greedy output depends on how many tokens "

@@ -106,6 +106,8 @@ class BenchConfig:
     # sampled with seed sampling_seed * 100_003 + i, the same for every method.
     sampling: dict = field(default_factory=dict)
     sampling_seed: int = 0
+    # the whole task set this many times, each from fresh drafter state (report.benchmark: the spread)
+    repeats: int = 1
 
     @property
     def sampled(self) -> bool:
@@ -273,6 +275,16 @@ def warm_up(loaded, methods: Sequence[str], prompt_ids: Sequence[int], repo_ds, 
             log.warning("warm-up of %s failed: %s", method, err)
         _SUFFIX_CACHES.pop((id(loaded), method), None)
         _HISTORIES.pop((id(loaded), method), None)
+
+
+def fresh_drafter_state(loaded) -> None:
+    """Forget what the methods learned in earlier runs on ``loaded`` (acceptance estimators, completion histories,
+    SuffixDecoding caches), so that a repeat of the task set is the same experiment: an estimator trained on the
+    first repeat sizes the next one's trees differently, and a history or a suffix cache holding a task's earlier
+    completion would draft it whole (:func:`warm_up` drops those two after its own run as well)."""
+    for table in (_ESTIMATORS, _HISTORIES, _SUFFIX_CACHES):
+        for key in [k for k in table if k[0] == id(loaded)]:
+            del table[key]
 
 
 def failed_run(err: Exception) -> dict:
