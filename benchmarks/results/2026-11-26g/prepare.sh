@@ -7,8 +7,17 @@ set -euo pipefail
 grep -qx "/.device/" .git/info/exclude 2>/dev/null || echo "/.device/" >> .git/info/exclude
 rm -rf .device && mkdir -p .device/whl .device/stdlib .device/repos .device/arctic/pkg/arctic_inference/suffix_decoding
 cp -r ../shared/models/tiny-py-coder .device/model && chmod -R u+w .device/model
-# the stdlib D_c this machine built (fastcoder index build / the first bench run)
-ds=$(ls -d ~/.cache/fastcoder/datastores/*/ | head -1)
+# the stdlib D_c of this model's tokenizer (built here first if missing: ~1 min)
+ds=$(HF_HUB_OFFLINE=1 PYTHONPATH=$PWD .venv/bin/python - <<'PY'
+from transformers import AutoTokenizer
+from engine.common_datastore import (corpus_files, corpus_fingerprint, default_cache_dir, load_common_datastore,
+                                     tokenizer_fingerprint)
+tok = AutoTokenizer.from_pretrained("../shared/models/tiny-py-coder")
+load_common_datastore(tok, "stdlib", progress=False)
+root, files = corpus_files(None)
+print(default_cache_dir() / f"{tokenizer_fingerprint(tok)}-{corpus_fingerprint(root, files)}")
+PY
+)
 cp "$ds/tokens.npy" "$ds/meta.json" .device/stdlib/
 for r in pluggy jinja2 pygls; do cp -r .venv/lib/python3.11/site-packages/$r .device/repos/; done
 find .device/repos -name __pycache__ -prune -exec rm -rf {} +
