@@ -33,6 +33,9 @@ VARIANTS = {
     "copy-factor-6": ("fastcoder", {"copy_factor": 6.0}),
     "copy-factor-12": ("fastcoder", {"copy_factor": 12.0}),
     "beside-copy-factor-6": ("fastcoder", {"retrieve_beside_copy": True, "copy_factor": 6.0}),
+    "cheap-matches-64": ("fastcoder", {"max_matches": 64}),
+    "cheap-copy-factor-12": ("fastcoder", {"copy_factor": 12.0}),
+    "cheap-copy-min-prob-0.05": ("fastcoder", {"copy_min_prob": 0.05}),
     "all": ("fastcoder", {"retrieve_beside_copy": True, "max_matches": 128, "copy_min_prob": 0.02}),
 }
 
