@@ -230,6 +230,14 @@ class EngineHost(IndexingMixin):
             self.model_pool.submit(self._trim_caches)
         return "none"
 
+    def _cheap_verification(self) -> bool | None:
+        """Whether the measured verify cost is flat enough for fastcoder's wider drafting; None before it is measured."""
+        if self._cost is None:
+            return None
+        from engine.cost_model import verification_is_cheap  # noqa: PLC0415
+
+        return verification_is_cheap(self._cost)
+
     def _reset_decoders(self) -> None:
         with self._lock:
             self._decoders.clear()
@@ -446,6 +454,8 @@ class EngineHost(IndexingMixin):
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
             "verify_cost": self.verify_cost,
+            # a flat c(n) (a GPU's): fastcoder searches every source beside the context copy (engine.cost_model)
+            "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,
             "history_completions": self._history.num_completions if self._history is not None else 0,
             "warm_prompt_share": (self.counters["reused_prompt_tokens"] / self.counters["prompt_tokens"]

@@ -147,6 +147,7 @@ async def test_capabilities_and_fast_initialize(client: LanguageClient):
 async def test_status_reports_model_and_repo(client: LanguageClient):
     st = await request(client, "fastcoder/status")
     assert st["state"] == "ready" and st["method"] == "fastcoder" and st["device"] == "cpu" and st["dtype"] == "float32"
+    assert st["cheap_verification"] is False  # a CPU's c(n): the narrow drafting settings
     assert st["model"].endswith("tiny-py-coder")
     (repo,) = st["repo"]
     assert Path(repo["root"]) == WORKSPACE and repo["files"] == 3 and repo["tokens"] > 1000

@@ -338,3 +338,15 @@ def test_warm_on_cursor_setting_parses():
     assert new.warm_on_cursor is False and not warnings
     new, warnings = parse_settings({"fastcoder": {"warmOnCursor": "no"}}, Settings())
     assert new.warm_on_cursor is True and warnings  # not a boolean: kept, with a warning
+
+
+def test_status_says_whether_verification_is_cheap():
+    from types import SimpleNamespace
+
+    from engine.cost_model import VerifyCost
+    from lsp_server.host import EngineHost
+
+    assert EngineHost._cheap_verification(SimpleNamespace(_cost=None)) is None  # not measured yet
+    assert EngineHost._cheap_verification(SimpleNamespace(_cost=VerifyCost.flat())) is True
+    steep = VerifyCost([1, 8, 16], [1.3, 2.0, 3.0], 2.0, 512)
+    assert EngineHost._cheap_verification(SimpleNamespace(_cost=steep)) is False
