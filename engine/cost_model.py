@@ -288,10 +288,8 @@ def verification_is_cheap(cost: VerifyCost) -> bool:
     """Whether ``cost`` (and its long-context curve, if any) has c(16) - c(1) <= :data:`CHEAP_VERIFY_EXTRA`: a
     device where a wider draft tree costs next to nothing (a GPU running a model too small to fill it), so the
     drafters should offer more candidates (:data:`CHEAP_VERIFY_DRAFTING`)."""
-    curves = [cost]
-    if cost.long_ratios and cost.long_context > cost.context and len(cost.long_ratios) == len(cost.ratios):
-        curves.append(cost.at(cost.long_context))
-    return all(float(c.c(16)) - float(c.c(1)) <= CHEAP_VERIFY_EXTRA for c in curves)
+    # at() gives the long-context curve, or ``cost`` itself where there is none
+    return all(float(c.c(16)) - float(c.c(1)) <= CHEAP_VERIFY_EXTRA for c in (cost, cost.at(cost.long_context)))
 
 
 def plausible(cost: VerifyCost) -> bool:

@@ -219,7 +219,9 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      buffer's occurrence chains (prev, head, head's length; fc_chain_extend), 24-26 the history's, 27 and 28
      fc_propose_retrieve's datastore arguments (int64) and weights (float64), 29 the datastore search's n_min, 30
      and 31 the special token ids (sorted int64) and their count (FastCoderDrafter._retrieval_key's first rule), 32
-     retrieve_beside_copy (1: D_r and D_c are searched at every cache miss, the copy's source beside theirs);
+     retrieve_beside_copy (1: D_r and D_c are searched at every cache miss, the copy's source beside theirs), 33
+     with pa[32], the step's copy kept for the datastores' call that follows (int64: its length, its match length,
+     then its tokens; written by a step's first call, read by the second);
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
@@ -230,15 +232,14 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
    PROPOSE_RETRIEVE when neither the cache nor the copy had one (the caller searches the datastores),
    PROPOSE_NOTHING when no source had one, or another negative number where the Python path must run (settings
    outside the buffers; the builder's own refusals). */
-/* The context copy's source (fc_suffix_draft into the caller's tokens buffer) as part n_parts; returns n_parts + 1,
-   or n_parts when the copy has no continuation. */
-static int64_t copy_part(const int64_t *pa, const double *pd, const int64_t *ctx, int64_t ctx_len, int64_t *parts,
-                         int64_t n_parts, int64_t *tokens, double *probs, double *count) {
-    int64_t match = 0;
-    int64_t k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], tokens, probs, &match);
-    if (k <= 0)
+/* The step's context copy kept by its first call (pa[33]) as part n_parts: returns n_parts + 1, or n_parts when the
+   copy had no continuation. */
+static const double COPY_COUNT[1] = {1.0};
+static int64_t kept_copy_part(const int64_t *pa, int64_t *parts, int64_t n_parts) {
+    const int64_t *kept = (const int64_t *)(intptr_t)pa[33];
+    if (kept == NULL || kept[0] <= 0)
         return n_parts;
-    part_fields(parts + 10 * n_parts, tokens, 1, k, count, SOURCE_CONTEXT, match);
+    part_fields(parts + 10 * n_parts, kept + 2, 1, kept[0], COPY_COUNT, SOURCE_CONTEXT, kept[1]);
     return n_parts + 1;
 }
 
@@ -305,7 +306,7 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
         memcpy(parts, (const int64_t *)(intptr_t)pa[19], (size_t)n_prefix * 10 * sizeof(int64_t));
         memcpy(weights, (const double *)(intptr_t)pa[20], (size_t)n_prefix * sizeof(double));
         if (pa[32])
-            n_prefix = copy_part(pa, pd, ctx, ctx_len, parts, n_prefix, copy_tokens, copy_probs, copy_count);
+            n_prefix = kept_copy_part(pa, parts, n_prefix);
         return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_prefix, 0);
     }
     /* the cache first (Alg. 1): the context's last n_max tokens */
@@ -318,6 +319,13 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
         }
     }
     k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], copy_tokens, copy_probs, &match);
+    if (pa[32] && pa[33]) { /* kept for the datastores' call, which puts it beside their sources */
+        int64_t *kept = (int64_t *)(intptr_t)pa[33];
+        kept[0] = k > 0 ? k : 0;
+        kept[1] = match;
+        if (k > 0)
+            memcpy(kept + 2, copy_tokens, (size_t)k * sizeof(int64_t));
+    }
     if (!hit && (k <= 0 || pa[32])) { /* the datastores' turn: nothing else, or searched beside the copy (pa[32]) */
         if (!special_tail(ctx, ctx_len, pa[29], (const int64_t *)(intptr_t)pa[30], pa[31]))
             return PROPOSE_RETRIEVE;
@@ -389,9 +397,7 @@ int64_t fc_propose_retrieve(const int64_t *pa, const double *pd, int64_t ctx_len
             weights[n_parts++] = rw[j];
         }
     }
-    int64_t copy_tokens[PROPOSE_MAX_WIDTH];
-    double copy_probs[PROPOSE_MAX_WIDTH], copy_count[1] = {1.0};
     if (pa[32]) /* searched beside the copy: its source after the datastores' (FastCoderDrafter.candidates) */
-        n_parts = copy_part(pa, pd, ctx, ctx_len, parts, n_parts, copy_tokens, copy_probs, copy_count);
+        n_parts = kept_copy_part(pa, parts, n_parts);
     return history_and_tree(pa, pd, ctx, ctx_len, history_len, parts, weights, n_parts, 0);
 }

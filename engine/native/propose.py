@@ -120,7 +120,7 @@ class ProposeArgs:
 
     def __init__(self, drafter):
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
-        self.pa = np.zeros(33, dtype=np.int64)
+        self.pa = np.zeros(34, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -132,6 +132,10 @@ class ProposeArgs:
         self.special = np.array(sorted(_special(drafter)), dtype=np.int64)  # a context ending in one: no retrieval
         self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
         self.pa[32] = int(bool(opts.retrieve_beside_copy))
+        # retrieve_beside_copy: a step's copy (length, match length, tokens), kept by fc_propose's first call for the
+        # datastores' call that puts it beside their sources (not searched twice)
+        self.kept_copy = np.zeros(2 + MAX_WIDTH, dtype=np.int64)
+        self.pa[33] = self.kept_copy.ctypes.data
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
         self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
         # D_r and D_c searched in C where their settings allow (fc_propose_retrieve)
