@@ -2,14 +2,15 @@
 
 Builds the kernel once per ``--groups`` value (``-DPANEL_GROUP=G``: panels per group when a product has more
 than 6 rows) and, optionally, once from an older source file (``--baseline FILE``, e.g. ``git show
-REV:engine/native/small_gemm.c > old.c``); checks that every build gives the same bits at every row count;
+REV:engine/native/small_gemm.c > old.c``) and once per ``--defines`` entry (other compile-time switches, e.g.
+``PF=64``); checks that every build gives the same bits at every row count;
 then times all the model's linear products (43 for tiny-py-coder) per row count, builds interleaved, with the
 weights warm or evicted from the caches first (``--cold``). Prints the median (25th-75th percentile) in ms.
 
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/measure_gemm.py --model ../shared/models/tiny-py-coder --groups 2,4,8 \\
-        [--baseline old.c] [--cold] [--repeats 15]
+        [--baseline old.c] [--defines "PF=32;PF=64"] [--cold] [--repeats 15]
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=str(ROOT.parent / "shared" / "models" / "tiny-py-coder"))
     ap.add_argument("--groups", default="4", help="comma list of PANEL_GROUP values to build")
+    ap.add_argument("--defines", default="", help="semicolon list of extra builds, each space-separated -D flags "
+                    "(e.g. 'PF=64;PF=128 PANEL_GROUP=8'), built with the first --groups value")
     ap.add_argument("--baseline", type=Path, help="an older small_gemm.c to build beside them")
     ap.add_argument("--rows", default="1,2,4,6,7,8,9,12,13,16")
     ap.add_argument("--repeats", type=int, default=15)
@@ -54,6 +57,10 @@ def main(argv=None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="fastcoder-gemm-"))
     libs = {f"G{g}": build(SOURCE, tmp / f"g{g}.so", [f"-DPANEL_GROUP={g}"]) for g in args.groups.split(",")}
+    g0 = args.groups.split(",")[0]
+    for i, spec in enumerate(d for d in args.defines.split(";") if d.strip()):
+        flags = [f"-D{f}" for f in spec.split()]
+        libs[spec.strip()] = build(SOURCE, tmp / f"d{i}.so", [f"-DPANEL_GROUP={g0}", *flags])
     if args.baseline:
         libs = {"baseline": build(args.baseline, tmp / "baseline.so", []), **libs}
     state = {}

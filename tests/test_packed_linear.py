@@ -116,7 +116,7 @@ def test_native_products_match_f_linear_and_a_row_does_not_depend_on_the_row_cou
     pack_linear_weights(odd, budget_bytes=2**30, kernel="native")
     assert type(odd[0]) is NativeLinear
     with torch.inference_mode():
-        for rows in (7, 9, 13):  # kern7's partial panel, alone and as the last block
+        for rows in (7, 9, 13):  # a partial panel in kern7 (7 rows) and in the rows left after 6-row blocks
             xo = torch.randn(rows, 37)
             torch.testing.assert_close(odd(xo), F.linear(xo, odd[0].weight, odd[0].bias), rtol=1e-5, atol=1e-5)
 

@@ -232,10 +232,14 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
 /* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack. Up to 7 rows: one register
    block streams every panel (one row takes 4 panels at once). More rows: panels outermost, in groups of
    PANEL_GROUP; each group is read from memory once by the first 6-row block and found in L2 by the others
-   and by the 2-5 rows left, a single row left joining the last block (6 + 1 -> 7: 13 rows 3.9-4.1 -> 3.7-3.8
-   ms). Blocks of 7, or as even as possible, were slower at 8 and 14 rows (4 + 4: 3.13-3.18 -> 3.39-3.56 ms).
-   (Rows outermost read every weight again for each block: a 7th row cost as much as a 2nd weight pass.) The
-   blocking changes no output's FMA chain, so results are the same bits. */
+   and by the 1-5 rows left. Blocks of 7, or as even as possible, were slower at 8 and 14 rows (4 + 4: 3.13-3.18
+   -> 3.39-3.56 ms). A single row left used to join the last block (6 + 7 with kern7: 13 rows 3.9-4.1 -> 3.7-3.8
+   ms when measured); since kern7 is load-bound (seven broadcasts and fourteen memory operands per k step) that
+   stopped paying: 13 rows 4.44 -> 4.01 ms with the weights evicted first, 4.03 -> 3.58 warm, 19 rows 5.70 ->
+   5.29 / 5.10 -> 4.92 with 6 + 6 + 1 (benchmarks/measure_gemm.py --defines, 40 interleaved rounds, 2026-11-26).
+   Seven rows alone still take kern7 (2.48 vs 2.68 ms as 6 + 1). (Rows outermost read every weight again for
+   each block: a 7th row cost as much as a 2nd weight pass.) The blocking changes no output's FMA chain, so
+   results are the same bits. */
 static void gemm_range(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y, int64_t p0,
                        int64_t p1) {
     if (m <= 7) {
@@ -244,7 +248,7 @@ static void gemm_range(const float *x, int64_t m, int64_t k, const float *wp, in
     }
     for (int64_t j0 = p0; j0 < p1; j0 += PANEL_GROUP) {
         int64_t j1 = j0 + PANEL_GROUP < p1 ? j0 + PANEL_GROUP : p1, r0 = 0;
-        for (; m - r0 >= 6 && m - r0 != 7; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
+        for (; m - r0 >= 6; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
         if (r0 < m)
             rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1);
     }
