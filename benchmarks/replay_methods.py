@@ -31,6 +31,13 @@ tree size, drafting ms per step, predicted speedup with and without the drafting
 expected vs accepted draft tokens per step when the drafter gives node estimates (calibration), and per
 node role (a parent's first choice, or an alternative to it) the tried nodes' accepted and estimated
 rates of P(accepted | parent accepted).
+
+``oracle_pruned_speedup`` bounds what better tree *sizing* could give with the same candidates: each step's
+tree pruned to exactly the path verification accepted (a chain of a tokens at c(a); no draft at all where
+nothing was accepted), scored on the same curve. With ``FASTCODER_VERIFY_COST=flat --score-measured`` the
+drafters build the widest trees they can (every candidate up to the 64-token cap) while every method is still
+scored on this machine's measured curve: that run's ``oracle_pruned_speedup`` is the ceiling of the draft
+*sources* here, whatever the estimator (benchmarks/README.md, "Update 2026-11-26 (05:00-)").
 """
 
 from __future__ import annotations
@@ -132,12 +139,17 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
     # each step at the curve of its KV-cache length (engine.cost_model.VerifyCost.at)
     verify_ms = sum(float(CURVE_AT(cost, length).c(n)) if n else 1.0
                     for n, length in zip(sizes, lengths)) * cost.decode_ms
+    # perfect sizing: each step's tree pruned to the path verification accepted (no draft where none was)
+    oracle_ms = (sum(float(CURVE_AT(cost, length).c(a)) if a else 1.0
+                     for a, length in zip(accepted_draft, lengths)) * cost.decode_ms
+                 if len(accepted_draft) == len(lengths) else float("nan"))  # one proposal per decode step
     known = [e for e in expected if not np.isnan(e)]
     return {"method": method, "steps": steps, "accepted_length": round(tokens / max(steps, 1), 3),  # the bench's
             "mean_tree": round(statistics.fmean(sizes), 2) if sizes else 0.0,
             "drafting_ms_per_step": round(drafting_ms / max(len(sizes), 1), 3),
             "predicted_speedup": round(plain_ms / (verify_ms + drafting_ms), 3),
             "predicted_speedup_without_drafting": round(plain_ms / verify_ms, 3),
+            "oracle_pruned_speedup": round(plain_ms / oracle_ms, 3),
             "expected_draft_tokens_per_step": round(statistics.fmean(known), 3) if known else None,
             "accepted_draft_tokens_per_step": round(statistics.fmean(accepted_draft), 3) if accepted_draft else 0.0,
             "calibration": {name: {"tried": n, "accepted_rate": round(a / n, 3), "estimated_rate": round(e / n, 3)}
@@ -155,6 +167,10 @@ def main(argv=None) -> int:
     ap.add_argument("--single-curve", action="store_true",
                     help="drafters size trees with the short-context c(n) curve at every context length (as "
                          "before 2026-11-24); the prediction still scores each step at its own length")
+    ap.add_argument("--score-measured", action="store_true",
+                    help="score every method with this machine's measured curve (the user cache) even when "
+                         "$FASTCODER_VERIFY_COST gives the drafters another one (e.g. flat: the widest trees "
+                         "the drafters can build, whose oracle_pruned_speedup is their candidates' ceiling here)")
     args = ap.parse_args(argv)
     if args.single_curve:
         VerifyCost.at = lambda self, context: self
@@ -163,12 +179,12 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     from engine.bench.runner import parse_methods  # noqa: PLC0415
-    from engine.cost_model import load_or_measure_verify_cost  # noqa: PLC0415
+    from engine.cost_model import default_cost_cache, load_or_measure_verify_cost  # noqa: PLC0415
 
     methods = [m for m in parse_methods(args.methods) if m != "ar"]
     loaded, tasks, refs, common, repos = replay_setup(args.model, args.repo, args.common, args.tasks, args.seed,
                                                       args.max_new_tokens, args.task_kind)
-    cost = load_or_measure_verify_cost(loaded)
+    cost = load_or_measure_verify_cost(loaded, default_cost_cache() if args.score_measured else None)
     results = []
     for method in methods:
         record = [] if args.record_candidates else None
