@@ -129,15 +129,26 @@ class AcceptanceEstimator:
 
     ``estimate(keys, shares)`` gives (N,) float64 probabilities; ``update(tree, path)`` learns from one
     verification. Shared by every request of a decoder, so it keeps learning across requests.
+
+    ``prior``: an :class:`engine.acceptance_prior.AcceptancePrior` fitted for the model (or None): every bucket
+    then starts with ``prior.strength`` pseudo-observations at the prior's rate instead of none (the arrays the
+    tree builders read hold them; :meth:`summary` counts real observations only).
     """
 
-    def __init__(self, prior_strength: float = PRIOR_STRENGTH, pool_strength: float = POOL_STRENGTH):
+    def __init__(self, prior_strength: float = PRIOR_STRENGTH, pool_strength: float = POOL_STRENGTH, prior=None):
         self.prior_strength = float(prior_strength)
         self.pool_strength = float(pool_strength)
         self.accepted = np.zeros(NUM_BUCKETS, dtype=np.float64)
         self.tried = np.zeros(NUM_BUCKETS, dtype=np.float64)
         self.pooled_accepted = np.zeros(POOLED_BUCKETS, dtype=np.float64)
         self.pooled_tried = np.zeros(POOLED_BUCKETS, dtype=np.float64)
+        self.prior = prior
+        self._pseudo = (0.0, 0.0)  # (accepted, tried) pseudo-observations in the arrays, summed
+        if prior is not None and prior.strength > 0.0:
+            rates = prior.rates()
+            self.accepted[:] = prior.strength * rates
+            self.tried[:] = prior.strength
+            self._pseudo = (float(self.accepted.sum()), float(self.tried.sum()))
 
     def estimate(self, keys: np.ndarray, shares: np.ndarray) -> np.ndarray:
         """(N,) P(node accepted | parent accepted) for nodes with bucket ``keys`` and raw ``shares``."""
@@ -199,10 +210,13 @@ class AcceptanceEstimator:
             np.add.at(self.pooled_accepted, pooled_keys(hit), 1.0)
 
     def summary(self) -> dict:
-        """Plain data: observations and the overall acceptance rate of tried nodes."""
-        tried = float(self.tried.sum())
-        return {"tried": int(tried), "accepted": int(self.accepted.sum()),
-                "rate": round(float(self.accepted.sum()) / tried, 4) if tried else None}
+        """Plain data: observations (the prior's pseudo-observations left out), the overall acceptance rate of
+        tried nodes, and the prior (:meth:`engine.acceptance_prior.AcceptancePrior.describe`, or None)."""
+        tried = round(float(self.tried.sum()) - self._pseudo[1], 6)
+        accepted = round(float(self.accepted.sum()) - self._pseudo[0], 6)
+        return {"tried": int(round(tried)), "accepted": int(round(accepted)),
+                "rate": round(accepted / tried, 4) if tried >= 0.5 else None,
+                "prior": self.prior.describe() if self.prior is not None else None}
 
 
 def choose_by_cost(path_probs: np.ndarray, depths: np.ndarray, cost, budget: int) -> np.ndarray:

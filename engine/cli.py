@@ -113,6 +113,12 @@ def add_commands(sub) -> None:
     _add_generate(sub)
     _add_index(sub)
     _add_bench(sub)
+    try:
+        from .bench.fit_prior import add_command as add_fit_prior  # noqa: PLC0415
+    except ImportError as err:  # the harness is optional at import time
+        logging.getLogger(__name__).debug("fit-acceptance-prior unavailable: %s", err)
+    else:
+        add_fit_prior(sub)
     _add_serving(sub)
     from .sdsat.cli import add_commands as add_sdsat_commands  # noqa: PLC0415
 

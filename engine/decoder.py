@@ -169,7 +169,10 @@ class SpeculativeDecoder:
             from .acceptance import AcceptanceEstimator  # noqa: PLC0415
             from .cost_model import CHEAP_VERIFY_DRAFTING, load_or_measure_verify_cost, verification_is_cheap  # noqa: PLC0415
 
-            self.estimator = shared_estimator if shared_estimator is not None else AcceptanceEstimator()
+            from .acceptance_prior import find_prior  # noqa: PLC0415
+
+            self.estimator = (shared_estimator if shared_estimator is not None
+                              else AcceptanceEstimator(prior=find_prior(loaded.model)))
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
             if hasattr(self.cost, "prepare_tables"):  # every context bucket's table now, not in a decode step
                 self.cost.prepare_tables(MAX_DRAFT_TOKENS)

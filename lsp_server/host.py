@@ -154,6 +154,10 @@ class EngineHost(IndexingMixin):
                 from engine import native  # noqa: PLC0415
 
                 native.library()  # the C drafting code: compiled here once per machine, not in a first completion
+                from engine.acceptance_prior import find_prior  # noqa: PLC0415
+
+                if (prior := find_prior(loaded.model)) is not None:
+                    prior.rates()  # the fitted prior's table (~20 ms), here rather than in a first completion
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:
@@ -257,7 +261,9 @@ class EngineHost(IndexingMixin):
                     if self._estimator is None:
                         from engine.acceptance import AcceptanceEstimator  # noqa: PLC0415
 
-                        self._estimator = AcceptanceEstimator()
+                        from engine.acceptance_prior import find_prior  # noqa: PLC0415
+
+                        self._estimator = AcceptanceEstimator(prior=find_prior(self.loaded.model))
                     extra["acceptance_estimator"] = self._estimator  # learned across folders and requests
                     if self._cost is not None:
                         extra["verify_cost"] = self._cost

@@ -118,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
     from ..cost_model import load_or_measure_verify_cost  # noqa: PLC0415
 
     result["verify_cost"] = load_or_measure_verify_cost(loaded).as_dict()
+    from ..acceptance_prior import find_prior  # noqa: PLC0415
+
+    prior = find_prior(loaded.model)  # where fastcoder's acceptance estimates start (None: the hand-set prior)
+    result["acceptance_prior"] = prior.describe() if prior is not None else None
     result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
     write_outputs(result, args.json_out, args.markdown_out, args.plot_out)
     return 0

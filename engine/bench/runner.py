@@ -138,10 +138,13 @@ _SUFFIX_CACHES: dict = {}
 _HISTORIES: dict = {}
 
 
-def _new_estimator():
+def _new_estimator(loaded=None):
+    """A fresh estimator, starting from the prior fitted for ``loaded``'s model where there is one
+    (:func:`engine.acceptance_prior.find_prior`)."""
     from ..acceptance import AcceptanceEstimator  # noqa: PLC0415
+    from ..acceptance_prior import find_prior  # noqa: PLC0415
 
-    return AcceptanceEstimator()
+    return AcceptanceEstimator(prior=find_prior(loaded.model) if loaded is not None else None)
 
 
 def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: dict | None = None):
@@ -154,7 +157,7 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
         options = {**options, **extra}
     if base in (*_CACHED_METHODS, "sdsat") and options.get("size_by_cost", True):
         # one estimator per method for the whole run, as a server keeps one across requests
-        options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator())}
+        options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator(loaded))}
     if base == "fastcoder":  # one completion history per method for the whole run, as a server keeps one
         from ..history import CompletionHistory  # noqa: PLC0415
 
