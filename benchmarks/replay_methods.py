@@ -37,7 +37,7 @@ tree pruned to exactly the path verification accepted (a chain of a tokens at c(
 nothing was accepted), scored on the same curve. With ``FASTCODER_VERIFY_COST=flat --score-measured`` the
 drafters build the widest trees they can (every candidate up to the 64-token cap) while every method is still
 scored on this machine's measured curve: that run's ``oracle_pruned_speedup`` is the ceiling of the draft
-*sources* here, whatever the estimator (benchmarks/README.md, "Update 2026-11-26 (05:00-)").
+*sources* here, whatever the estimator (benchmarks/README.md, "Update 2026-11-26 (04:52-06:30)").
 """
 
 from __future__ import annotations

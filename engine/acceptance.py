@@ -120,6 +120,16 @@ def keys_from_bases_array(bases: np.ndarray, shares: np.ndarray) -> np.ndarray:
     return bases + SHARE_STRIDE * np.searchsorted(_SHARE_EDGES, shares, side="right")
 
 
+def tried_nodes(parents: np.ndarray, path: list[int]) -> np.ndarray:
+    """(N,) bool: which nodes of a verified tree were tried, i.e. had their parent accepted (or hang below the
+    pending token), from (N,) int64 ``parents`` (-1 at the root) and the accepted ``path`` (node indices)."""
+    parents = np.asarray(parents, dtype=np.int64)
+    on_path = np.zeros(len(parents) + 1, dtype=bool)  # index 0: the pending token (always "accepted")
+    on_path[0] = True
+    on_path[np.asarray(path, dtype=np.int64) + 1] = True
+    return on_path[parents + 1]
+
+
 NUM_BUCKETS = 2 * ALTERNATIVE_STRIDE
 POOLED_BUCKETS = 2 * SOURCE_STRIDE
 
@@ -198,10 +208,7 @@ class AcceptanceEstimator:
                 self.pooled_accepted[pooled_key(key)] += 1.0
             return
         keys = np.asarray(keys, dtype=np.int64)
-        on_path = np.zeros(len(keys) + 1, dtype=bool)  # index 0: the pending token (always "accepted")
-        on_path[0] = True
-        on_path[np.asarray(path, dtype=np.int64) + 1] = True
-        tried = keys[on_path[np.asarray(parents, dtype=np.int64) + 1]]
+        tried = keys[tried_nodes(parents, path)]
         np.add.at(self.tried, tried, 1.0)
         np.add.at(self.pooled_tried, pooled_keys(tried), 1.0)
         if path:

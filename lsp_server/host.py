@@ -157,7 +157,7 @@ class EngineHost(IndexingMixin):
                 from engine.acceptance_prior import find_prior  # noqa: PLC0415
 
                 if (prior := find_prior(loaded.model)) is not None:
-                    prior.rates()  # the fitted prior's table (~20 ms), here rather than in a first completion
+                    prior.rates()  # the fitted prior's table (~45 ms), here rather than in a first completion
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:

@@ -35,7 +35,7 @@ def collect_observations(loaded, repo: Path, kind: str, num_tasks: int, seed: in
     Raises:
         BenchError: no task of ``kind`` in ``repo``.
     """
-    from ..acceptance import AcceptanceEstimator  # noqa: PLC0415
+    from ..acceptance import AcceptanceEstimator, tried_nodes  # noqa: PLC0415
     from ..cost_model import VerifyCost  # noqa: PLC0415
     from ..decoder import SpeculativeDecoder  # noqa: PLC0415
     from .cli import _default_prompt_budget  # noqa: PLC0415
@@ -81,11 +81,7 @@ def collect_observations(loaded, repo: Path, kind: str, num_tasks: int, seed: in
                 node = tree.children[(node, int(tok))]
                 path.append(node)
             if tree.keys is not None and tree.n_draft:
-                reached = np.zeros(tree.n_draft + 1, dtype=bool)
-                reached[0] = True  # the pending token
-                reached[np.asarray(path, dtype=np.int64) + 1] = True
-                parents = np.asarray(tree.parents[:tree.n_draft], dtype=np.int64)
-                tried = reached[parents + 1]
+                tried = tried_nodes(tree.parents[:tree.n_draft], path)
                 on_path = np.zeros(tree.n_draft, dtype=bool)
                 on_path[path] = True
                 keys.append(np.asarray(tree.keys[:tree.n_draft], dtype=np.int64)[tried])

@@ -1,11 +1,6 @@
 """Where fastcoder's replayed verify cost exceeds the oracle-pruned cost: drafted steps that accepted nothing vs
 trees longer than what they accepted (function and fim-block cells, this machine's curve)."""
-import os as _os, sys as _sys
-from pathlib import Path as _P
-_HERE = _P(__file__).resolve().parent
-ROOT = _HERE.parents[2]
-MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
-_sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(_HERE)]
+from exp_paths import MODEL, ROOT  # noqa: F401 (also sets sys.path)
 import sys, json, numpy as np
 import replay_methods as RM
 from measure_drafting import replay_setup

@@ -1,10 +1,4 @@
-import os as _os, sys as _sys
-from pathlib import Path as _P
-_HERE = _P(__file__).resolve().parent
-ROOT = _HERE.parents[2]
-MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
-DATA = _os.environ.get("CEILING_DATA", "/tmp/fastcoder-ceiling")  # exp_collect.py writes its trees here
-_sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(_HERE)]
+from exp_paths import DATA, HERE as _HERE, MODEL, ROOT  # noqa: F401 (also sets sys.path)
 import pickle, sys, numpy as np, torch
 from exp_sim import rate, cfun
 from engine.acceptance import SOURCE_STRIDE, ALTERNATIVE_STRIDE, DEPTH_BUCKETS, SHARE_EDGES, MATCH_EDGES

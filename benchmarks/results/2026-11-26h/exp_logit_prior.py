@@ -1,12 +1,6 @@
 """Held-out replay: fastcoder whose acceptance estimator starts from a logistic model of the bucket features
 (trained on the other repositories' wide trees), as alpha pseudo-observations per bucket."""
-import os as _os, sys as _sys
-from pathlib import Path as _P
-_HERE = _P(__file__).resolve().parent
-ROOT = _HERE.parents[2]
-MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
-DATA = _os.environ.get("CEILING_DATA", "/tmp/fastcoder-ceiling")  # exp_collect.py writes its trees here
-_sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(_HERE)]
+from exp_paths import DATA, HERE as _HERE, MODEL, ROOT  # noqa: F401 (also sets sys.path)
 import sys, copy, pickle, numpy as np, torch
 torch.set_num_threads(1)
 import replay_methods as RM

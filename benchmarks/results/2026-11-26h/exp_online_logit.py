@@ -1,12 +1,6 @@
 """Replay: the estimator's buckets get alpha pseudo-observations at a logistic model's rate, the model refit every
 `every` verifications on this run's own bucket counts (no offline data)."""
-import os as _os, sys as _sys
-from pathlib import Path as _P
-_HERE = _P(__file__).resolve().parent
-ROOT = _HERE.parents[2]
-MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
-DATA = _os.environ.get("CEILING_DATA", "/tmp/fastcoder-ceiling")  # exp_collect.py writes its trees here
-_sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(_HERE)]
+from exp_paths import DATA, HERE as _HERE, MODEL, ROOT  # noqa: F401 (also sets sys.path)
 import sys, os, copy, numpy as np, torch
 torch.set_num_threads(1)
 import replay_methods as RM

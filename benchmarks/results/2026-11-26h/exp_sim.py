@@ -1,10 +1,5 @@
-import os as _os, sys as _sys
-from pathlib import Path as _P
-_HERE = _P(__file__).resolve().parent
-ROOT = _HERE.parents[2]
-MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
-DATA = _os.environ.get("CEILING_DATA", "/tmp/fastcoder-ceiling")  # exp_collect.py writes its trees here
-_sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(_HERE)]
+import os as _os
+from exp_paths import DATA, HERE as _HERE, MODEL, ROOT  # noqa: F401 (also sets sys.path)
 import pickle, sys, numpy as np
 from engine.cost_model import load_or_measure_verify_cost, default_cost_cache, VerifyCost
 import json
