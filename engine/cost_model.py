@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 #: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
 #: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
-FORMAT = 4  # 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds within MEASURE_BUDGET_S
+#: 5: timed through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds
+#: within MEASURE_BUDGET_S
+FORMAT = 5
 #: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
 #: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row
 #: dearer: tiny-py-coder, 1 thread, c(6) 1.44-1.56 at 512 tokens and 1.64-1.72 at 1,024, c(12) 1.77-1.83
@@ -202,15 +204,24 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     """Measure c(n) for ``loaded`` (a :class:`engine.model.LoadedModel`) on its device.
 
     A random prompt of ``context`` tokens (capped by the model's context) is prefilled once; then, for
-    each size n, one forward over 1 + n tokens (a chain: the mask's shape does not change the work) on
-    that cache is timed in shuffled rounds, and the cache cropped back: ``repeats`` rounds, then more
-    while the whole measurement has taken less than ``budget_s`` seconds, ``max_repeats`` rounds at most.
-    c(n) is the median over rounds of the round's time for n over its time for n = 0 (robust to other
-    load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a model whose 7 rounds already
-    take longer than the budget, 7 rounds.
+    each size n, the decoder's own call for a step with n draft tokens is timed on that cache: the plain
+    step (:func:`engine.decoder.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
+    chain of n draft tokens (positions and tree mask made as a decode step makes them; the mask's shape
+    does not change the work) otherwise; in shuffled rounds, the cache cropped back after each:
+    ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
+    ``max_repeats`` rounds at most. c(n) is the median over rounds of the round's time for n over its
+    time for n = 0 (robust to other load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a
+    model whose 7 rounds already take longer than the budget, 7 rounds.
+
+    Before format 5 every size was one causal forward without a mask (transformers built it in Python) and
+    n = 0 a forward with explicit positions: at 512 tokens (tiny-py-coder, 1 thread, two runs of 75 paired
+    rounds) c(1) read 1.25 / 1.30 where the decoder's calls cost 1.15 / 1.17, c(5) 1.60 / 1.58 against
+    1.46 / 1.48; at 1,024 tokens the two agree within 3%.
     """
+    from .decoder import decode_one_token  # noqa: PLC0415
+    from .draft_tree import DraftTree  # noqa: PLC0415
     from .kv_cache import new_kv_cache  # noqa: PLC0415
-    from .lean_forward import forward_logits  # noqa: PLC0415
+    from .verify import tree_forward  # noqa: PLC0415
 
     model, device = loaded.model, loaded.device
     context = max(8, min(context, loaded.max_positions - max(sizes) - 8))
@@ -228,11 +239,14 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
         rounds += 1
         rng.shuffle(order)
         for n in order:
-            ids = torch.randint(0, loaded.vocab_size, (1, 1 + n), generator=gen).to(device)
-            pos = torch.arange(context, context + 1 + n, device=device)[None]
+            ids = torch.randint(0, loaded.vocab_size, (1 + n,), generator=gen).tolist()
+            tree = DraftTree.from_chain(ids[1:], 0)
             _sync(device)
             t0 = time.perf_counter()
-            forward_logits(model, ids, cache, pos)  # the decoder's call (engine.verify.tree_forward)
+            if n:  # the decoder's calls (engine.decoder.SpeculativeDecoder._generate)
+                tree_forward(model, cache, ids[0], tree, context)
+            else:
+                decode_one_token(model, cache, ids[0])
             _sync(device)
             times[n].append(time.perf_counter() - t0)
             cache.crop(context - cache.get_seq_length())

@@ -97,6 +97,33 @@ def test_measurement_takes_more_rounds_within_its_time_budget(tmp_path, monkeypa
     assert budgets and len(budgets) % 2 == 0 and set(budgets) == {cm.MEASURE_BUDGET_S / 2} and cm.MEASURE_BUDGET_S > 0
 
 
+def test_the_curve_times_the_decoders_own_step_calls(monkeypatch):
+    """c(n) is what the decode loop pays: each round times the plain step (``decode_one_token``) once and
+    ``tree_forward`` once per size over a chain of n draft tokens at the prefilled length, the cache back
+    at that length after each (a causal forward whose mask transformers built read c(1..5) 0.1-0.14 high)."""
+    import engine.decoder as dec
+    import engine.verify as ver
+
+    loaded = loaded_random("llama")
+    calls = []
+    plain, verify = dec.decode_one_token, ver.tree_forward
+
+    def counted_plain(model, cache, token):
+        calls.append((0, cache.get_seq_length()))
+        return plain(model, cache, token)
+
+    def counted_verify(model, cache, pending, tree, past_len, prefix=()):
+        assert (tree.parents == np.arange(-1, len(tree) - 1)).all() and not prefix
+        calls.append((len(tree), past_len))
+        return verify(model, cache, pending, tree, past_len, prefix)
+
+    monkeypatch.setattr(dec, "decode_one_token", counted_plain)
+    monkeypatch.setattr(ver, "tree_forward", counted_verify)
+    cost = measure_verify_cost(loaded, context=16, sizes=(1, 3), repeats=2)
+    assert sorted(calls) == [(0, 16), (0, 16), (1, 16), (1, 16), (3, 16), (3, 16)]
+    assert cost.rounds == 2 and len(cost.ratios) == 2
+
+
 def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path, monkeypatch):
     import engine.cost_model as cm
 
