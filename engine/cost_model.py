@@ -246,7 +246,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
             if n:  # the decoder's calls (engine.decoder.SpeculativeDecoder._generate)
                 tree_forward(model, cache, ids[0], tree, context)
             else:
-                decode_one_token(model, cache, ids[0])
+                decode_one_token(model, cache, ids[0], context)
             _sync(device)
             times[n].append(time.perf_counter() - t0)
             cache.crop(context - cache.get_seq_length())

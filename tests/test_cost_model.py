@@ -108,9 +108,10 @@ def test_the_curve_times_the_decoders_own_step_calls(monkeypatch):
     calls = []
     plain, verify = dec.decode_one_token, ver.tree_forward
 
-    def counted_plain(model, cache, token):
-        calls.append((0, cache.get_seq_length()))
-        return plain(model, cache, token)
+    def counted_plain(model, cache, token, position=None):
+        assert position == cache.get_seq_length()
+        calls.append((0, position))
+        return plain(model, cache, token, position)
 
     def counted_verify(model, cache, pending, tree, past_len, prefix=()):
         assert (tree.parents == np.arange(-1, len(tree) - 1)).all() and not prefix

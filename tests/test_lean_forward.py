@@ -190,3 +190,31 @@ def test_inputs_gathered_natively_equal_the_embedding_and_rotary_and_bad_ids_sti
         assert lean_forward._gathered(base, torch.tensor([[3, 256]]), torch.tensor([[12, 13]])) is None
         with pytest.raises(IndexError):
             model(input_ids=torch.tensor([[3, 256]]), past_key_values=cache, use_cache=True)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_a_plain_step_at_its_known_position_gives_the_same_logits(lean):
+    """The decoder passes a plain step its position (the cache's length): the token and position then go through
+    this thread's two reused buffers, and every step's logits equal those of the step that reads the position
+    from the cache, bit for bit, step after step (the buffers are rewritten, never aliased by a result)."""
+    from engine.decoder import decode_one_token
+
+    gen = torch.Generator().manual_seed(8)
+    prompt = torch.randint(0, 256, (1, 20), generator=gen)
+    tokens = torch.randint(0, 256, (6,), generator=gen).tolist()
+    model = _model("llama")
+    if lean:
+        assert install_lean_forward(model) == ""
+    runs = []
+    for known in (False, True):
+        with torch.inference_mode():
+            cache = new_kv_cache(model, 64)
+            model(input_ids=prompt, past_key_values=cache, use_cache=True)
+            steps = []
+            for tok in tokens:
+                past = cache.get_seq_length()
+                steps.append(decode_one_token(model, cache, tok, past if known else None))
+                assert cache.get_seq_length() == past + 1
+            runs.append(steps)
+    assert all(torch.equal(a, b) for a, b in zip(*runs)) and len(runs[1]) == len(tokens)
+    assert not torch.equal(runs[1][0], runs[1][1])  # different steps, different logits: nothing was overwritten
