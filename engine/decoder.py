@@ -412,6 +412,9 @@ class SpeculativeDecoder:
         cache, start = self._reuse_prompt_kv(doc, ids)
         reused = start
         stop_tokens = self._stop_tokens(stop) if drafter is not None else None
+        # the stop strings are searched for only after a token that shares a byte with one of them
+        stop_touch = self._stop_touching(stop)
+        searched = 0  # tokens of ``out`` the last search covered
         context = np.empty(len(ids) + max_new + 128, dtype=np.int64)  # prompt + generated, pending last
         context[:len(ids)] = ids
         n_ctx = len(ids)
@@ -469,9 +472,11 @@ class SpeculativeDecoder:
             push(pending)
             if len(out) >= max_new:
                 break
-            if stop and self._hit_stop(out, stop, skip):
-                finish = "stop"
-                break
+            if stop and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])):
+                searched = len(out)
+                if self._hit_stop(out, stop, skip):
+                    finish = "stop"
+                    break
             if cancel is not None and cancel.is_set():
                 finish = "cancelled"
                 break
@@ -530,6 +535,18 @@ class SpeculativeDecoder:
         if not texts or self.loaded.tokenizer is None:
             return None
         return self.token_bytes.containing_ids(texts)
+
+    def _stop_touching(self, stop: Sequence[str] | None) -> frozenset[int] | None:
+        """The ids of the tokens that share a byte with one of the ``stop`` strings
+        (:meth:`engine.healing.TokenBytes.touching_ids`; kept per model), or None without stop strings or a
+        tokenizer (then every step searches). A decoded output whose new tokens hold none of them cannot newly
+        contain a stop string: the decode and search of the whole output (~50-100 us a step with the caches cold)
+        is skipped. Skipping can only delay a stop, never invent one, and the result's text is cut at the first
+        stop string in any case (:meth:`_result`)."""
+        texts = tuple(s for s in stop or () if s)
+        if not texts or self.loaded.tokenizer is None:
+            return None
+        return self.token_bytes.touching_ids(texts)
 
     def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None):
         """``tree`` without the nodes whose verification is wasted: those that contradict the token-healing

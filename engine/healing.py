@@ -63,6 +63,7 @@ class TokenBytes:
     exact: dict[bytes, list[int]]
     _containing: dict = field(default_factory=dict, repr=False, compare=False)
     _containing_ids: dict = field(default_factory=dict, repr=False, compare=False)
+    _touching_ids: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, vocab_size: int | None = None) -> "TokenBytes":
@@ -110,6 +111,19 @@ class TokenBytes:
         ids = self._containing_ids.get(key)
         if ids is None:
             ids = self._containing_ids[key] = frozenset(np.flatnonzero(self.containing(texts)).tolist())
+        return ids
+
+    def touching_ids(self, texts: tuple[str, ...]) -> frozenset[int]:
+        """The ids of the tokens whose own bytes hold at least one byte of one of ``texts`` (UTF-8), as a frozenset
+        kept per set of texts: a stop string that newly occurs in a decoded output overlaps the text of the tokens
+        just added, so it shares a byte with one of them, and output that added none of these tokens needs no
+        search for it (:meth:`engine.decoder.SpeculativeDecoder._hit_stop`)."""
+        key = tuple(sorted(set(texts)))
+        ids = self._touching_ids.get(key)
+        if ids is None:
+            wanted = frozenset(b"".join(t.encode("utf-8") for t in key))
+            ids = self._touching_ids[key] = frozenset(i for i, piece in enumerate(self.pieces)
+                                                      if not wanted.isdisjoint(piece))
         return ids
 
     def extensions(self, prefix: bytes) -> np.ndarray:

@@ -59,3 +59,34 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
     again = [unpruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
     assert [g.text for g in again] == [w.text for w in want]
     assert with_pruning < sum(sum(g.stats["draft_sizes"]) for g in again)
+
+
+def test_stop_strings_are_searched_only_after_a_token_that_shares_a_byte_with_them(tiny_coder, real_code_prompts,
+                                                                                  monkeypatch):
+    """The output is decoded and searched for a stop string only when the tokens added since the last search hold
+    one of its bytes: the same text, tokens and finish reason as searching after every step (ar and fastcoder,
+    line and block stops), with fewer searches."""
+    searches = []
+    real_hit = SpeculativeDecoder._hit_stop
+
+    def counting_hit(self, out, stop, skip=0):
+        searches.append(len(out))
+        return real_hit(self, out, stop, skip)
+
+    monkeypatch.setattr(SpeculativeDecoder, "_hit_stop", counting_hit)
+    prompts = [ids for _, ids in real_code_prompts[:5]]
+    runs = {}
+    for filtered in (True, False):
+        if not filtered:
+            monkeypatch.setattr(SpeculativeDecoder, "_stop_touching", lambda self, stop: None)
+        searches.clear()
+        results = [SpeculativeDecoder(tiny_coder, method).generate(ids, max_new_tokens=40, stop=stop)
+                   for method in ("ar", "fastcoder") for stop in (["\n"], ["\n\n", "):"]) for ids in prompts]
+        runs[filtered] = ([(r.text, r.token_ids, r.finish_reason) for r in results],
+                          len(searches))
+    assert runs[True][0] == runs[False][0]
+    assert any(text for text, _, _ in runs[True][0])
+    assert 0 < runs[True][1] < runs[False][1] / 2
+    touching = tiny_coder.token_bytes.touching_ids(("\n",))
+    assert all(b"\n" in tiny_coder.token_bytes.pieces[i] for i in touching) and len(touching) < 0.2 * len(
+        tiny_coder.token_bytes.pieces)
