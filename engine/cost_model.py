@@ -240,7 +240,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
         rng.shuffle(order)
         for n in order:
             ids = torch.randint(0, loaded.vocab_size, (1 + n,), generator=gen).tolist()
-            tree = DraftTree.from_chain(ids[1:], 0)
+            tree = DraftTree.from_chain(ids[1:], 0) if n else None
             _sync(device)
             t0 = time.perf_counter()
             if n:  # the decoder's calls (engine.decoder.SpeculativeDecoder._generate)

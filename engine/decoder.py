@@ -528,13 +528,16 @@ class SpeculativeDecoder:
         res.stats["draft_sizes"] = draft_sizes
         return res
 
+    def _stop_texts(self, stop: Sequence[str] | None) -> tuple[str, ...] | None:
+        """The non-empty ``stop`` strings, or None without any or without a tokenizer to spell them."""
+        texts = tuple(s for s in stop or () if s)
+        return texts if texts and self.loaded.tokenizer is not None else None
+
     def _stop_tokens(self, stop: Sequence[str] | None) -> frozenset[int] | None:
         """The ids of the tokens whose own text contains one of the ``stop`` strings (None without stop
         strings or a tokenizer); kept per model (:meth:`engine.healing.TokenBytes.containing_ids`)."""
-        texts = tuple(s for s in stop or () if s)
-        if not texts or self.loaded.tokenizer is None:
-            return None
-        return self.token_bytes.containing_ids(texts)
+        texts = self._stop_texts(stop)
+        return None if texts is None else self.token_bytes.containing_ids(texts)
 
     def _stop_touching(self, stop: Sequence[str] | None) -> frozenset[int] | None:
         """The ids of the tokens that share a byte with one of the ``stop`` strings
@@ -543,10 +546,8 @@ class SpeculativeDecoder:
         contain a stop string: the decode and search of the whole output (~50-100 us a step with the caches cold)
         is skipped. Skipping can only delay a stop, never invent one, and the result's text is cut at the first
         stop string in any case (:meth:`_result`)."""
-        texts = tuple(s for s in stop or () if s)
-        if not texts or self.loaded.tokenizer is None:
-            return None
-        return self.token_bytes.touching_ids(texts)
+        texts = self._stop_texts(stop)
+        return None if texts is None else self.token_bytes.touching_ids(texts)
 
     def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None):
         """``tree`` without the nodes whose verification is wasted: those that contradict the token-healing
