@@ -1,7 +1,9 @@
-"""Collect wide (flat-cost) fastcoder trees with their accepted paths, for offline selection studies."""
+"""Collect wide (flat-cost) fastcoder trees with their accepted paths, for offline selection studies; with SIZED=1
+the trees the engine sizes on this machine's measured curve (../2026-11-26i/exp_sized_analysis.py)."""
 from exp_paths import DATA, HERE as _HERE, MODEL, ROOT  # noqa: F401 (also sets sys.path)
 import os, sys, pickle, time
-os.environ.setdefault("FASTCODER_VERIFY_COST", "flat")
+if os.environ.get("SIZED") != "1":
+    os.environ.setdefault("FASTCODER_VERIFY_COST", "flat")
 import numpy as np, torch
 torch.set_num_threads(1)
 from measure_drafting import replay_setup

@@ -1,11 +1,18 @@
-"""Over exp_sized_trees.py's pickles ($SIZED_DATA, default /tmp/fastcoder-sized): per previous step's outcome (none, partial,
-whole tree accepted) the hit rate, its estimate, accepted tokens and tree size; then per depth the tried nodes' acceptance
-against their estimates."""
+"""Over the engine's sized trees of `function` tasks (../2026-11-26h/exp_collect.py with SIZED=1, pickled as
+$SIZED_DATA/sized-<repo>.pkl, default /tmp/fastcoder-sized): steps that accept their whole tree path to a leaf, part of
+it, nothing; per previous step's outcome the hit rate, its estimate, accepted tokens and tree size; then per depth the
+tried nodes' acceptance against their estimates."""
 import os
 DATA = os.environ.get("SIZED_DATA", "/tmp/fastcoder-sized")
 import pickle, numpy as np, collections
+def load(r):
+    return [(s["task"], s["tokens"], s["parents"], s["depths"], s["sources"], s["probs"], s["ctx_len"], s["path"])
+            for s in pickle.load(open(f"{DATA}/sized-{r}.pkl", "rb"))]
 for r in ["pluggy", "jinja2", "pygls"]:
-    S = pickle.load(open(f"{DATA}/sized-{r}.pkl", "rb"))
+    S = load(r)
+    full = [s for s in S if s[7] and not (s[2] == s[7][-1]).any()]
+    print(r, len(S), "steps; whole tree accepted", len(full), "steps,", sum(len(s[7]) for s in full), "of",
+          sum(len(s[7]) for s in S), "accepted tokens | drafted, none accepted", sum(1 for s in S if len(s[1]) and not s[7]))
     T = collections.defaultdict(lambda: [0, 0, 0.0, 0, 0])
     prev_state = None; prev_task = None
     for task, tok, par, dep, src, probs, ctx, path in S:
@@ -20,7 +27,7 @@ for r in ["pluggy", "jinja2", "pygls"]:
     print(r, " | ".join(f"after {k}: steps {v[0]} hit {v[1]/v[0]:.2f} est {v[2]/v[0]:.2f} acc {v[3]/v[0]:.2f} tree {v[4]/v[0]:.1f}" for k, v in T.items()))
 import pickle, numpy as np, collections
 for r in ["pluggy", "jinja2", "pygls"]:
-    S = pickle.load(open(f"{DATA}/sized-{r}.pkl", "rb"))
+    S = load(r)
     T = collections.defaultdict(lambda: [0, 0, 0.0])
     for task, tok, par, dep, src, probs, ctx, path in S:
         if probs is None: continue
