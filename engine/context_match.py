@@ -33,6 +33,7 @@ of them). Accepted length in the replay above with 8 / 16 / 32 candidates: 4.16 
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -45,6 +46,8 @@ _NATIVE_MAX_TOKENS = 64
 #: The count of a copy's one continuation (shared, read-only).
 _ONE_COUNT = np.ones(1)
 _ONE_COUNT.setflags(write=False)
+#: The C draft's output buffers, one set per thread (each call's outputs are copied out before the next call).
+_outputs = threading.local()
 
 
 class SuffixMatchIndex:
@@ -71,44 +74,59 @@ class SuffixMatchIndex:
                              f"max_candidates={max_candidates}, factor={factor}, min_prob={min_prob}")
         self.max_depth, self.max_candidates = int(max_depth), int(max_candidates)
         self.factor, self.min_prob, self.max_tokens = float(factor), float(min_prob), int(max_tokens)
-        self._list: list[int] = []
+        # the sequence: the first _n tokens of _seq ((capacity,) int64, the C draft's buffer as well); a
+        # reset or an append is one numpy copy (no Python list on the C path: a 750-token prompt's reset took
+        # ~100 us with the caches cold as a list and then an array, ~5 us as one copy)
+        self._seq = np.empty(0, dtype=np.int64)
+        self._n = 0
+        self._list: list[int] = []  # the Python draft's copy of the sequence, brought up to date on its use
         self._positions: dict[int, list[int]] = {}
         self._indexed = 0  # tokens whose continuation starts are in _positions (the Python draft's map)
         self._native = None  # (buffers, their addresses) for the C draft, made on first use
 
     def __len__(self) -> int:
-        return len(self._list)
+        return self._n
 
     @property
     def tokens(self) -> np.ndarray:
         """(T,) int64 copy of the indexed sequence."""
-        return np.asarray(self._list, dtype=np.int64)
+        return self._seq[:self._n].copy()
 
     def reset(self, tokens) -> None:
         """Index ``tokens`` ((T,) ints) from scratch."""
         self._positions = {}
         self._indexed = 0
         self._list = []
+        self._n = 0
         self.extend_to(tokens)
 
     def extend_to(self, context) -> None:
         """Index ``context`` ((T,) ints), which extends the sequence seen so far; a context that does
         not (a rollback, another sequence) is indexed from scratch."""
-        toks = self._list
-        n, old = len(context), len(toks)
-        if n < old or (old and int(context[old - 1]) != toks[old - 1]):
+        n, old = len(context), self._n
+        if n < old or (old and int(context[old - 1]) != int(self._seq[old - 1])):
             self.reset(context)
             return
         if n == old:
             return
-        toks.extend(np.asarray(context[old:n]).tolist())
-        if self._native is not None:
-            self._native_extend(context, old, n)
+        if n > len(self._seq):  # grow: a new buffer (new addresses for the C draft)
+            seq = np.empty(max(2 * n, 4096), dtype=np.int64)
+            seq[:old] = self._seq[:old]
+            self._seq, self._native = seq, None
+        self._seq[old:n] = context[old:n]
+        self._n = n
+
+    def _sequence_list(self) -> list[int]:
+        """The sequence as a Python list (the Python draft's), extended by the tokens appended since its last use."""
+        toks = self._list
+        if len(toks) < self._n:
+            toks.extend(self._seq[len(toks):self._n].tolist())
+        return toks
 
     def _index_positions(self) -> dict[int, list[int]]:
         """The map token -> continuation starts, brought up to date (only the Python draft reads it: the C
         draft scans the sequence itself)."""
-        toks, positions = self._list, self._positions
+        toks, positions = self._sequence_list(), self._positions
         for start in range(max(self._indexed, 1), len(toks)):  # token at start - 1 -> continuation at start
             found = positions.get(toks[start - 1])
             if found is None:
@@ -121,14 +139,14 @@ class SuffixMatchIndex:
     def draft(self) -> tuple[list[int], list[float], int]:
         """The SuffixDecoding draft for the end of the sequence: (tokens, estimated probability of
         reaching each, match length m in tokens); ([], [], 0) when no earlier occurrence agrees."""
-        toks = self._list
-        n = len(toks)
+        n = self._n
         if n < 2:
             return [], [], 0
         if self._native_ok():
             lib = native.library()
             if lib is not None:
                 return self._native_draft(lib)
+        toks = self._sequence_list()
         found = self._index_positions().get(toks[-1])
         if not found:  # (the last token itself is indexed only once a token follows it)
             return [], [], 0
@@ -152,31 +170,28 @@ class SuffixMatchIndex:
                 best, best_score = (draft, probs, m), score
         return best
 
-    def _native_extend(self, context, old: int, n: int) -> None:
-        buffers, _ = self._native
-        seq = buffers[0]
-        if n > len(seq):  # grow: a new buffer, so new addresses
-            self._native = None
-            self._native_buffers()
-            return
-        seq[old:n] = context[old:n]
-
     def _native_buffers(self):
+        """The C draft's buffers (the sequence, its output tokens, probabilities and match length) and their
+        addresses, made on first use and after the sequence's buffer grows."""
         if self._native is None:
-            seq = np.zeros(max(2 * len(self._list), 4096), dtype=np.int64)
-            seq[:len(self._list)] = self._list
-            out_tokens = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.int64)
-            out_probs = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.float64)
-            match = ctypes.c_int64(0)
-            self._native = ((seq, out_tokens, out_probs, match),
-                            (seq.ctypes.data, out_tokens.ctypes.data, out_probs.ctypes.data, ctypes.addressof(match)))
+            if len(self._seq) == 0:
+                self._seq = np.empty(4096, dtype=np.int64)
+            seq = self._seq
+            outs = getattr(_outputs, "buffers", None)
+            if outs is None:  # the draft's outputs, read right after each call: one set per thread
+                out_tokens = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.int64)
+                out_probs = np.zeros(_NATIVE_MAX_TOKENS, dtype=np.float64)
+                match = ctypes.c_int64(0)
+                outs = _outputs.buffers = ((out_tokens, out_probs, match),
+                                           (out_tokens.ctypes.data, out_probs.ctypes.data, ctypes.addressof(match)))
+            self._native = ((seq,) + outs[0], (seq.ctypes.data,) + outs[1])
         return self._native
 
     def _native_run(self, lib) -> int:
         """``fc_suffix_draft`` (engine/native/draft_tree.c) into the native buffers: the draft's length k (its
         tokens and probabilities are the buffers' first k, the match length in the third buffer)."""
         _, ptr = self._native_buffers()
-        return lib.fc_suffix_draft(ptr[0], len(self._list), self.max_candidates, self.max_depth, self.factor,
+        return lib.fc_suffix_draft(ptr[0], self._n, self.max_candidates, self.max_depth, self.factor,
                                    self.min_prob, self.max_tokens, ptr[1], ptr[2], ptr[3])
 
     def _native_draft(self, lib) -> tuple[list[int], list[float], int]:
@@ -188,7 +203,7 @@ class SuffixMatchIndex:
         return out_tokens[:k].tolist(), out_probs[:k].tolist(), int(match.value)
 
     def _native_ok(self) -> bool:
-        return (len(self._list) >= 2 and self.max_candidates <= _NATIVE_MAX_CANDIDATES
+        return (self._n >= 2 and self.max_candidates <= _NATIVE_MAX_CANDIDATES
                 and self.max_tokens <= _NATIVE_MAX_TOKENS)
 
     def candidates(self, source: int = SOURCE_CONTEXT) -> Candidates | None:

@@ -189,3 +189,22 @@ def test_native_draft_follows_a_sequence_past_its_first_buffer(monkeypatch):
         assert got[0] or end <= 700  # past the first period every suffix has occurred before
     idx.extend_to(seq[:50])  # a rollback re-indexes
     assert idx.draft() == _python_draft(idx, monkeypatch)
+
+
+def test_reset_and_rollback_keep_the_python_and_native_drafts_equal(monkeypatch):
+    """The sequence lives in one int64 buffer that a reset or an append copies into (the C draft reads it; the
+    Python draft's list follows it lazily): after appends, a rollback and a reset to another prompt both drafts
+    are a fresh index's."""
+    rng = np.random.default_rng(1)
+    seq = np.tile(rng.integers(0, 20, 60), 5)
+    idx = SuffixMatchIndex()
+    idx.reset(seq[:100])
+    for end in (130, 170, 171, 40, 300):  # appends, then a rollback to 40 tokens, then past it again
+        idx.extend_to(seq[:end])
+        fresh = SuffixMatchIndex()
+        fresh.reset(seq[:end])
+        assert _python_draft(idx, monkeypatch) == _python_draft(fresh, monkeypatch) == fresh.draft() == idx.draft()
+        assert len(idx) == end and idx.tokens.tolist() == seq[:end].tolist()
+    other = rng.integers(0, 20, 250)
+    idx.reset(other)
+    assert idx.draft() == _python_draft(idx, monkeypatch) and idx.tokens.tolist() == other.tolist()

@@ -189,7 +189,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     if cache.mirror.pointers is not args.cache_pointers:
         args.cache_pointers = got = cache.mirror.pointers
         pa[1], pa[21], pa[22], pa[23] = got
-    n_ctx = len(idx._list)
+    n_ctx = len(idx)
     found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, -1)
     if found == RETRIEVE:  # the cache (and the copy, unless searched beside it) had nothing: D_r and D_c, the tree
         cache.lookups += 1

@@ -1,0 +1,72 @@
+"""Where a fastcoder request's drafting time outside its decode steps goes: the drafter's reset (its parts timed
+one by one) and the prefill's draft, for the bench's tasks of one kind, in the bench's own runs (caches as cold as
+there). Usage: python benchmarks/results/2026-11-26j/exp_reset_parts.py <repo> fim-line [rounds]"""
+import sys, time, collections, functools
+from pathlib import Path
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import numpy as np, torch
+torch.set_num_threads(1)
+from measure_drafting import replay_setup
+from engine.bench import runner
+from engine import context_match, drafters, history
+from engine.native import propose as nprop
+repo, kind = sys.argv[1], sys.argv[2]
+rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+loaded, tasks, refs, common, repos = replay_setup(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"), repo,
+                                                  "stdlib", 10, 0, 128, kind)
+T = collections.defaultdict(list)
+def timed(owner, name, label):
+    real = getattr(owner, name)
+    @functools.wraps(real)
+    def wrapper(*a, **k):
+        t = time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            T[label].append((time.perf_counter() - t) * 1e6)
+    setattr(owner, name, wrapper)
+timed(drafters.FastCoderDrafter, "reset", "reset (all)")
+timed(context_match.SuffixMatchIndex, "reset", " context index reset")
+timed(context_match.SuffixMatchIndex, "_native_buffers", " context native buffers")
+timed(history.TokenMirror, "sync", " mirror sync")
+timed(nprop, "propose_args", " propose_args")
+timed(drafters.FastCoderDrafter, "cost_at", " cost_at")
+timed(nprop, "set_limits", " set_limits")
+timed(nprop, "_call", "  p: _call (C)")
+timed(drafters.FastCoderDrafter, "finish", "finish (all)")
+timed(drafters.FastCoderDrafter, "observe", "observe (all)")
+timed(history.CompletionHistory, "add", " history add")
+timed(nprop, "_retrieve_native", "  p: _retrieve_native")
+timed(drafters.FastCoderDrafter, "_retrieval_key", "  p: _retrieval_key")
+timed(nprop, "_tree_from", "  p: _tree_from")
+timed(nprop, "_retrieved_tree", "  p: _retrieved_tree")
+timed(context_match.SuffixMatchIndex, "extend_to", "  p: extend_to")
+timed(nprop, "thread_scratch", "  p: thread_scratch")
+first = {}
+real_propose = drafters.FastCoderDrafter.propose
+def propose(self, ctx):
+    t = time.perf_counter()
+    try:
+        return real_propose(self, ctx)
+    finally:
+        dt = (time.perf_counter() - t) * 1e6
+        T["propose first" if id(self) not in first else "propose later"].append(dt)
+        first[id(self)] = 1
+drafters.FastCoderDrafter.propose = propose
+S = collections.defaultdict(list)
+for rnd in range(rounds):
+    for t in tasks:
+        dec = runner.make_decoder(loaded, "fastcoder", repos[t.task_id], common)
+        r = runner.run_one(dec, "fastcoder", t.prompt_ids, 128, stop=t.stop)
+        st = r["stats"]
+        S["retrieval_prefill_ms"].append(st["retrieval_prefill_ms"]); S["decode_ms"].append(st["decode_ms"])
+        S["retrieval_ms"].append(st.get("retrieval_ms", float("nan"))); S["prefill_ms"].append(st["prefill_ms"])
+        S["prompt"].append(len(t.prompt_ids))
+    if rnd == 0:
+        T.clear(); S.clear()  # the first round warms up
+for k, v in sorted(T.items(), key=lambda kv: kv[0].strip()):
+    v = np.array(v)
+    print(f"{k:28s} n={len(v):4d} median {np.median(v):7.1f} us  mean {v.mean():7.1f} us")
+for k, v in S.items():
+    print(f"{k:22s} median {np.median(v):8.3f}  mean {np.mean(v):8.3f}")
