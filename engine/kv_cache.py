@@ -15,9 +15,14 @@ model's attention, mask construction and ``get_seq_length``/``crop`` work unchan
 
 from __future__ import annotations
 
+import threading
+
+import numpy as np
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
+
+from . import native
 
 #: Initial capacity (tokens) of a layer's buffers when the first update is smaller.
 MIN_CAPACITY = 256
@@ -135,6 +140,69 @@ class PreallocatedLayer(DynamicLayer):
         if self._kbuf is not None:
             self._kbuf = self._kbuf[indices, ...]
             self._vbuf = self._vbuf[indices, ...]
+
+
+#: Per thread: the row indices :func:`move_rows` hands the C code ((MOVE_ROWS_MAX,) int64) and their address.
+_MOVE_SCRATCH = threading.local()
+MOVE_ROWS_MAX = 256
+
+
+def move_rows(cache, src: list[int], lo: int) -> bool:
+    """Move the KV entries at positions ``src`` (ascending, ``src[j] >= lo + j``: a draft tree's accepted path,
+    parents first) to positions ``lo, lo + 1, ...`` in every layer of ``cache``, in one native call
+    (``fc_kv_move``, engine/native/kv_cache.c: the bytes as they are). The buffers' table is kept on the cache
+    and rebuilt when a layer's buffers change (growth, batch reordering).
+
+    Returns False, having moved nothing, where the call does not apply: no native library, a layer that is not a
+    :class:`PreallocatedLayer` with CPU buffers, non-contiguous buffers or more than :data:`MOVE_ROWS_MAX` rows;
+    the caller then moves them itself (:func:`engine.verify.compact_cache`).
+    """
+    n = len(src)
+    if n > MOVE_ROWS_MAX:
+        return False
+    held = getattr(cache, "_fc_move_table", None)
+    if held is False:  # a cache the call never applies to (its layers' kind, device)
+        return False
+    layers = cache.layers
+    if held is None or len(held[0]) != len(layers) or not all(
+            layer._kbuf is k and layer._vbuf is v for layer, (k, v) in zip(layers, held[0])):
+        held = _move_table(cache)
+        if not held:
+            return False
+    lib = native.library()
+    scratch = getattr(_MOVE_SCRATCH, "rows", None)
+    if scratch is None:
+        rows = np.zeros(MOVE_ROWS_MAX, dtype=np.int64)
+        scratch = _MOVE_SCRATCH.rows = (rows, rows.ctypes.data)
+    scratch[0][:n] = src
+    lib.fc_kv_move(held[2], held[3], scratch[1], n, lo)
+    return True
+
+
+def _move_table(cache):
+    """((key, value) buffers per layer, the table array, its address, buffer count) for :func:`move_rows`, stored
+    on ``cache`` (the buffers held, so the addresses stay theirs). None where the call does not apply to the
+    buffers as they are (not allocated yet, not contiguous); False, also stored, where it never will (no native
+    library, a layer of another kind, buffers off the CPU)."""
+    lib = native.library()
+    rows, buffers = [], []
+    for layer in cache.layers:
+        if lib is None or type(layer) is not PreallocatedLayer or (
+                layer._kbuf is not None and layer._kbuf.device.type != "cpu"):
+            cache._fc_move_table = False
+            return False
+        if layer._kbuf is None:
+            return None
+        buffers.append((layer._kbuf, layer._vbuf))
+        for buf in (layer._kbuf, layer._vbuf):
+            if not buf.is_contiguous() or buf.dim() != 4:
+                return None
+            b, h, cap, d = buf.shape
+            rows.append((buf.data_ptr(), b * h, cap, d * buf.element_size()))
+    table = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+    held = (tuple(buffers), table, table.ctypes.data, len(rows))
+    cache._fc_move_table = held
+    return held
 
 
 def new_kv_cache(model, capacity: int = 0) -> DynamicCache:

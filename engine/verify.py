@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .draft_tree import DraftTree
+from .kv_cache import move_rows
 from .lean_forward import forward_logits
 from .native.linear import known_argmax
 
@@ -179,7 +180,7 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
     """
     base = past_len + 1
     first = next((j for j, node in enumerate(path) if node != j), len(path))  # path[:first] is in place
-    if first < len(path):
+    if first < len(path) and not move_rows(cache, [base + node for node in path[first:]], base + first):
         lo, hi = base + first, base + len(path)
         src_np = np.asarray(path[first:], dtype=np.int64) + base
         src = None

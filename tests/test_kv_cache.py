@@ -4,11 +4,13 @@ prefill, decode steps, tree verification with compaction and crops, and grows pa
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from transformers import DynamicCache
 
 from engine.draft_tree import DraftTree
-from engine.kv_cache import PreallocatedLayer, new_kv_cache
+from engine import native
+from engine.kv_cache import PreallocatedLayer, move_rows, new_kv_cache
 from engine.verify import compact_cache, tree_forward
 from tests.conftest import loaded_random
 
@@ -45,6 +47,8 @@ def test_same_logits_as_dynamic_cache_through_decode_verify_compact_and_crop():
                 assert torch.equal(layer_d.keys, layer_p.keys) and torch.equal(layer_d.values, layer_p.values)
             pending = int(tree.tokens[path[-1]])
     assert pre.layers[0].capacity >= pre.get_seq_length() > 48  # grew past its first capacity
+    # the moves went through the native call (its table follows the buffers the growth replaced)
+    assert native.library() is None or pre._fc_move_table[0][0][0] is pre.layers[0]._kbuf
     held = pre.layers[0].buffer_nbytes
     assert held == pre.layers[0].capacity * pre.layers[0].keys[0, :, 0].numel() * 4 * 2
 
@@ -101,3 +105,27 @@ def test_views_follow_the_fill_mark_and_transformers_assignments_replace_the_buf
         assert torch.equal(layer.values, ref.layers[0].values) and layer.get_seq_length() == 3
         layer.update(ref.layers[0].keys[..., :1, :], ref.layers[0].values[..., :1, :])
         assert layer.get_seq_length() == 4 and torch.equal(layer.values[..., :3, :], ref.layers[0].values)
+
+
+def test_native_row_moves_equal_a_gather_then_write_after_the_buffers_change():
+    """move_rows (one native call) gives numpy's gather-then-write on every layer, keys and values, batch rows
+    included, and rebuilds its table when a layer's buffers are replaced (batch reordering)."""
+    if native.library() is None:
+        pytest.skip("no C compiler: the native move is not built here")
+    cache, _ = _two_batch_caches()
+    src, lo = [3, 5, 6], 1  # ascending, src[j] >= lo + j; row 3 moves over rows 2 and 3's new content
+    with torch.inference_mode():
+        for step in range(2):
+            if step:  # new buffers: the table kept on the cache must not be used
+                for layer in cache.layers:
+                    layer.batch_repeat_interleave(2)
+            for layer in cache.layers:
+                for buf in (layer._kbuf, layer._vbuf):
+                    buf.copy_(torch.randn(buf.shape))
+            want = [(layer._kbuf.clone(), layer._vbuf.clone()) for layer in cache.layers]
+            for pair in want:
+                for buf in pair:
+                    buf[..., lo:lo + len(src), :] = buf[..., src, :].clone()
+            assert move_rows(cache, src, lo)
+            for layer, (k, v) in zip(cache.layers, want):
+                assert torch.equal(layer._kbuf, k) and torch.equal(layer._vbuf, v)

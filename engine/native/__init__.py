@@ -35,7 +35,7 @@ from ..cache_paths import cache_root
 log = logging.getLogger(__name__)
 
 SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
-           "propose.c")
+           "propose.c", "kv_cache.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
@@ -129,6 +129,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_rows_argmax.argtypes = [ptr, i64, i64, ptr]
     lib.fc_gemm_argmax.restype = None  # fc_gemm, then fc_rows_argmax of its output (the LM head's greedy choice)
     lib.fc_gemm_argmax.argtypes = [ptr, i64, i64, ptr, i64, ptr, ptr]
+    lib.fc_kv_move.restype = None  # the accepted nodes' KV rows into place (kv_cache.c)
+    lib.fc_kv_move.argtypes = [ptr, i64, ptr, i64, i64]
     lib.fc_ds_search.restype = i64  # Datastore.search's match and MatchState in one call (datastore.c)
     lib.fc_ds_search.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, i64]
     lib.fc_attention_supported.restype = ctypes.c_int

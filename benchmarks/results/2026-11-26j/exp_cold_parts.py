@@ -4,20 +4,15 @@ streamed), with one group of the drafting's buffers read back in first (or none,
 "none" is what that group's cold misses cost.
 Usage: python benchmarks/results/2026-11-26j/exp_cold_parts.py <repo> [kind] [rounds]"""
 import sys, time, collections
-from pathlib import Path
-ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-import numpy as np, torch
-torch.set_num_threads(1)
-from measure_drafting import replay_setup
+import numpy as np
+from inplace import setup
 from engine.bench import runner
 from engine import drafters
 from engine.native.tree import thread_scratch
 repo = sys.argv[1]
 kind = sys.argv[2] if len(sys.argv) > 2 else "fim-line"
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 200
-loaded, tasks, refs, common, repos = replay_setup(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"), repo,
-                                                  "stdlib", 10, 0, 128, kind)
+loaded, tasks, refs, common, repos = setup(repo, kind)
 captured = []
 real = drafters.FastCoderDrafter.propose
 def propose(self, ctx):

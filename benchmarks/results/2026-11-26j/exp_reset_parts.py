@@ -1,31 +1,15 @@
 """Where a fastcoder request's drafting time outside its decode steps goes: the drafter's reset (its parts timed
 one by one) and the prefill's draft, for the bench's tasks of one kind, in the bench's own runs (caches as cold as
 there). Usage: python benchmarks/results/2026-11-26j/exp_reset_parts.py <repo> fim-line [rounds]"""
-import sys, time, collections, functools
-from pathlib import Path
-ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-import numpy as np, torch
-torch.set_num_threads(1)
-from measure_drafting import replay_setup
+import sys, time, collections
+import numpy as np
+from inplace import TIMES as T, setup, timed
 from engine.bench import runner
 from engine import context_match, drafters, history
 from engine.native import propose as nprop
 repo, kind = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-loaded, tasks, refs, common, repos = replay_setup(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"), repo,
-                                                  "stdlib", 10, 0, 128, kind)
-T = collections.defaultdict(list)
-def timed(owner, name, label):
-    real = getattr(owner, name)
-    @functools.wraps(real)
-    def wrapper(*a, **k):
-        t = time.perf_counter()
-        try:
-            return real(*a, **k)
-        finally:
-            T[label].append((time.perf_counter() - t) * 1e6)
-    setattr(owner, name, wrapper)
+loaded, tasks, refs, common, repos = setup(repo, kind)
 timed(drafters.FastCoderDrafter, "reset", "reset (all)")
 timed(context_match.SuffixMatchIndex, "reset", " context index reset")
 timed(context_match.SuffixMatchIndex, "_native_buffers", " context native buffers")
