@@ -15,6 +15,28 @@ import sys
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
+def default_threads() -> int:
+    """torch's threads for the server when ``OMP_NUM_THREADS`` is not set: the CPUs this process may run on, less
+    one, at least 1.
+
+    Every forward waits for its slowest thread, so a core that another program keeps busy (a build, the editor)
+    stalls each parallel region: on a 2-core machine with one core busy the server's load took 198 s and more on
+    both cores against 16 s on one, and on the machine as shared as it was the headless demo answered p50 184-190 ms on
+    one thread against 274-289 ms on two (benchmarks/README.md, "Update 2026-11-26 (09:27-)"). One core is left
+    for the rest of the machine."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, cpus - 1)
+
+
+def set_default_threads() -> str:
+    """Set ``OMP_NUM_THREADS`` to :func:`default_threads` unless the user set it; returns the value in force. Called
+    before torch is imported (torch reads the variable once)."""
+    return os.environ.setdefault("OMP_NUM_THREADS", str(default_threads()))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options: ``--tcp PORT`` (debugging), ``--host``, ``--log-level``."""
     parser = argparse.ArgumentParser(prog="fastcoder-lsp", description="fastcoder inline-completion language server")
@@ -36,6 +58,7 @@ def _preimport_engine() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastcoder-lsp`` console script; returns the exit status."""
     args = parse_args(argv)
+    set_default_threads()
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)

@@ -350,3 +350,18 @@ def test_status_says_whether_verification_is_cheap():
     assert EngineHost._cheap_verification(SimpleNamespace(_cost=VerifyCost.flat())) is True
     steep = VerifyCost([1, 8, 16], [1.3, 2.0, 3.0], 2.0, 512)
     assert EngineHost._cheap_verification(SimpleNamespace(_cost=steep)) is False
+
+
+def test_server_threads_default_to_all_cpus_but_one_and_keep_the_users_setting(monkeypatch):
+    """The server leaves one CPU to the rest of the machine (a busy core stalls every multi-threaded forward), at
+    least one thread, and keeps an OMP_NUM_THREADS the user set."""
+    from lsp_server import __main__ as entry
+
+    monkeypatch.setattr(entry.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert entry.default_threads() == 7
+    monkeypatch.setattr(entry.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert entry.default_threads() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert entry.set_default_threads() == "1" and entry.os.environ["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert entry.set_default_threads() == "3"
