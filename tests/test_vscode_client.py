@@ -29,6 +29,17 @@ def _skip_reason() -> str | None:
     return None
 
 
+def _failures(out: str) -> str:
+    """The TAP report's failing subtests, each with the lines that follow it (its error and location): the tail of
+    a long report alone does not show which test failed."""
+    lines = out.splitlines()
+    picked = []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("not ok"):
+            picked.append("\n".join(lines[i:i + 30]))
+    return ("failing:\n" + "\n---\n".join(picked) + "\n\n") if picked else ""
+
+
 @pytest.mark.slow
 def test_vscode_extension_npm_test():
     """`npm test` passes: unit tests plus the end-to-end test against the real server (~1 min)."""
@@ -39,7 +50,7 @@ def test_vscode_extension_npm_test():
     env.setdefault("FASTCODER_TEST_PYTHON", sys.executable)
     proc = subprocess.run(["npm", "test"], cwd=VSCODE_DIR, env=env, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
-    assert "# fail 0" in out, out[-6000:]
+    assert proc.returncode == 0, _failures(out) + out[-3000:]
+    assert "# fail 0" in out, _failures(out) + out[-3000:]
     # The end-to-end suite must really run here (the Python env running pytest has lsp_server).
     assert "# skipped 0" in out, "end-to-end suite skipped:\n" + out[-3000:]

@@ -211,28 +211,39 @@ describe('fastcoder-lsp end to end (vscode-languageserver-protocol)', { skip: re
     const pending = request(source);
     source.cancel();
     const t0 = Date.now();
+    let answered: InlineCompletionItem[] | undefined;
     try {
-      const got = items(await pending);
-      assert.equal(got.length, 0, `a cancelled request returned items: ${JSON.stringify(got)}`);
+      answered = items(await pending);
     } catch (e) {
       assert.equal((e as { code?: number }).code, -32800, `unexpected error ${String(e)}`);
     }
     assert.ok(Date.now() - t0 < 5000, 'cancellation took more than 5 s');
     // The server keeps serving after a cancellation.
-    assert.equal(items(await request()).length, 1);
+    const after = items(await request());
+    assert.equal(after.length, 1);
+    // Empty, unless the completion had finished before the server read the cancellation (a loaded machine):
+    // then it is the same answer as the request that follows.
+    if (answered !== undefined && answered.length > 0) {
+      assert.deepEqual(answered, after, `a cancelled request returned another item: ${JSON.stringify(answered)}`);
+    }
   });
 
   it('cancel-previous: of two quick requests for one document, the first comes back empty, the second with the item', async () => {
     const first = request();
     const second = request();
     const [a, b] = await Promise.allSettled([first, second]);
+    assert.equal(b.status, 'fulfilled');
+    const latest = items((b as PromiseFulfilledResult<InlineCompletionList>).value);
+    assert.equal(latest.length, 1);
     if (a.status === 'fulfilled') {
-      assert.equal(items(a.value).length, 0, `superseded request returned items: ${JSON.stringify(a.value)}`);
+      // empty, unless the first had finished before the server read the second (a loaded machine): the same item
+      const firstItems = items(a.value);
+      if (firstItems.length > 0) {
+        assert.deepEqual(firstItems, latest, `superseded request returned another item: ${JSON.stringify(a.value)}`);
+      }
     } else {
       assert.equal((a.reason as { code?: number }).code, -32800, `unexpected error ${String(a.reason)}`);
     }
-    assert.equal(b.status, 'fulfilled');
-    assert.equal(items((b as PromiseFulfilledResult<InlineCompletionList>).value).length, 1);
   });
 
   it('pulled and pushed settings reach the server (workspace/configuration answered)', async () => {
