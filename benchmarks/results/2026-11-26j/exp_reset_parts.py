@@ -10,23 +10,17 @@ from engine.native import propose as nprop
 repo, kind = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 loaded, tasks, refs, common, repos = setup(repo, kind)
-timed(drafters.FastCoderDrafter, "reset", "reset (all)")
-timed(context_match.SuffixMatchIndex, "reset", " context index reset")
-timed(context_match.SuffixMatchIndex, "_native_buffers", " context native buffers")
-timed(history.TokenMirror, "sync", " mirror sync")
-timed(nprop, "propose_args", " propose_args")
-timed(drafters.FastCoderDrafter, "cost_at", " cost_at")
-timed(nprop, "set_limits", " set_limits")
-timed(nprop, "_call", "  p: _call (C)")
-timed(drafters.FastCoderDrafter, "finish", "finish (all)")
-timed(drafters.FastCoderDrafter, "observe", "observe (all)")
-timed(history.CompletionHistory, "add", " history add")
-timed(nprop, "_retrieve_native", "  p: _retrieve_native")
-timed(drafters.FastCoderDrafter, "_retrieval_key", "  p: _retrieval_key")
-timed(nprop, "_tree_from", "  p: _tree_from")
-timed(nprop, "_retrieved_tree", "  p: _retrieved_tree")
-timed(context_match.SuffixMatchIndex, "extend_to", "  p: extend_to")
-timed(nprop, "thread_scratch", "  p: thread_scratch")
+D, I, N, H = drafters.FastCoderDrafter, context_match.SuffixMatchIndex, nprop, history
+for owner, name, label in [
+        (D, "reset", "reset (all)"), (I, "reset", " context index reset"),
+        (I, "_native_buffers", " context native buffers"), (H.TokenMirror, "sync", " mirror sync"),
+        (N, "propose_args", " propose_args"), (D, "cost_at", " cost_at"), (N, "set_limits", " set_limits"),
+        (N, "_call", "  p: _call (C)"), (D, "finish", "finish (all)"), (D, "observe", "observe (all)"),
+        (H.CompletionHistory, "add", " history add"), (N, "_retrieve_native", "  p: _retrieve_native"),
+        (D, "_retrieval_key", "  p: _retrieval_key"), (N, "_tree_from", "  p: _tree_from"),
+        (N, "_retrieved_tree", "  p: _retrieved_tree"), (I, "extend_to", "  p: extend_to"),
+        (N, "thread_scratch", "  p: thread_scratch")]:
+    timed(owner, name, label)
 first = {}
 real_propose = drafters.FastCoderDrafter.propose
 def propose(self, ctx):
