@@ -28,10 +28,16 @@ ORDER = ("hf-prompt-lookup", "rest", "copyspec", "suffix", "fastcoder")
 KIND_ORDER = {"function": 0, "fim-line": 1, "fim-block": 2}
 
 
+def is_rival(name: str, flagship: str) -> bool:
+    """Whether a method competes with the flagship: not ``ar``, not the flagship, not one of its ablations
+    (``<flagship>-...``, e.g. ``fastcoder-no-head``)."""
+    return name not in ("ar", flagship) and not name.startswith(flagship + "-")
+
+
 def vs_best_other(run: dict, flagship: str) -> float | None:
     """The flagship's speedup over the best other method's in one benchmark JSON document (None without both)."""
     methods = run["methods"]
-    others = [m["speedup"] for name, m in methods.items() if name not in ("ar", flagship)]
+    others = [m["speedup"] for name, m in methods.items() if is_rival(name, flagship)]
     return methods[flagship]["speedup"] / max(others) if flagship in methods and others else None
 
 
@@ -44,7 +50,7 @@ def row(run: dict, flagship: str) -> tuple[tuple, str, list[str], str | None]:
     repo = Path(run["config"].get("repo", "?")).name
     names = [m for m in ORDER if m in methods] + [m for m in methods if m not in ORDER and m != "ar"]
     speed = {m: methods[m]["speedup"] for m in names}
-    others = {m: s for m, s in speed.items() if m != flagship}
+    others = {m: s for m, s in speed.items() if is_rival(m, flagship)}
     rival = max(others, key=others.get) if others else None
     flag = methods.get(flagship, {})
     lossless = all(methods[m].get("lossless") for m in methods)
@@ -85,6 +91,13 @@ def main(argv=None) -> int:
     if ratios:
         print(f"\n{args.flagship} vs best other: geometric mean "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} ({min(ratios):.2f}-{max(ratios):.2f})")
+    ablations = sorted({m for run in runs for m in run["methods"] if m.startswith(args.flagship + "-")})
+    for ablation in ablations:  # the flagship against each of its ablations run beside it
+        pairs = [run["methods"][args.flagship]["speedup"] / run["methods"][ablation]["speedup"] for run in runs
+                 if args.flagship in run["methods"] and ablation in run["methods"]]
+        if pairs:
+            print(f"{args.flagship} vs {ablation}: geometric mean {math.exp(sum(map(math.log, pairs)) / len(pairs)):.3f}"
+                  f" ({min(pairs):.2f}-{max(pairs):.2f}, {len(pairs)} runs)")
     print()
     print(absolute(runs))
     return 0

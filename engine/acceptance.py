@@ -153,6 +153,9 @@ class AcceptanceEstimator:
         self.pooled_accepted = np.zeros(POOLED_BUCKETS, dtype=np.float64)
         self.pooled_tried = np.zeros(POOLED_BUCKETS, dtype=np.float64)
         self.prior = prior
+        #: The draft head's depth-1 adjustment (:class:`engine.draft_head.DepthOneFeature`), or None: the tree
+        #: builders apply it to every depth-1 node's estimate; the decoder feeds and teaches it.
+        self.depth_one = None
         self._pseudo = (0.0, 0.0)  # (accepted, tried) pseudo-observations in the arrays, summed
         if prior is not None and prior.strength > 0.0:
             rates = prior.rates()
@@ -218,12 +221,14 @@ class AcceptanceEstimator:
 
     def summary(self) -> dict:
         """Plain data: observations (the prior's pseudo-observations left out), the overall acceptance rate of
-        tried nodes, and the prior (:meth:`engine.acceptance_prior.AcceptancePrior.describe`, or None)."""
+        tried nodes, the prior (:meth:`engine.acceptance_prior.AcceptancePrior.describe`, or None) and the draft
+        head's state (:meth:`engine.draft_head.DepthOneFeature.summary`, or None)."""
         tried = round(float(self.tried.sum()) - self._pseudo[1], 6)
         accepted = round(float(self.accepted.sum()) - self._pseudo[0], 6)
         return {"tried": int(round(tried)), "accepted": int(round(accepted)),
                 "rate": round(accepted / tried, 4) if tried >= 0.5 else None,
-                "prior": self.prior.describe() if self.prior is not None else None}
+                "prior": self.prior.describe() if self.prior is not None else None,
+                "draft_head": self.depth_one.summary() if self.depth_one is not None else None}
 
 
 def choose_by_cost(path_probs: np.ndarray, depths: np.ndarray, cost, budget: int) -> np.ndarray:

@@ -207,6 +207,50 @@ def prior_file_name(identity: dict) -> str:
 _MODEL_ATTR = "_fastcoder_acceptance_prior"
 
 
+def find_fitted(model, env: str, load, pattern: str, folders: list[Path], attr: str | None, what: str):
+    """The first file fitted for ``model`` (a transformers model): shared by the acceptance prior and the draft head.
+
+    ``$env``: ``off`` gives None; a file path gives that file whatever the model (one that cannot be read is logged,
+    then the search below). Otherwise the first file matching ``pattern`` in ``folders`` whose ``load(path)``
+    (raising OSError or ValueError for a file that is not one) has ``.model`` equal to :func:`model_identity`.
+    Found once per model object (kept as its attribute ``attr``; ``attr`` None: searched every call). Never raises."""
+    value = os.environ.get(env, "").strip()
+    if value.lower() == "off":
+        return None
+    if value:
+        try:
+            return load(value)
+        except (OSError, ValueError) as err:
+            log.warning("%s=%s unusable (%s); looking for a fitted %s instead", env, value, err, what)
+    if attr is not None:
+        cached = getattr(model, attr, None)
+        if cached is not None:
+            return cached or None
+    found = None
+    try:
+        identity = model_identity(model)
+        for folder in folders:
+            for path in sorted(Path(folder).glob(pattern)) if Path(folder).is_dir() else ():
+                try:
+                    fitted = load(path)
+                except (OSError, ValueError) as err:
+                    log.debug("%s %s skipped: %s", what, path, err)
+                    continue
+                if fitted.model == identity:
+                    found = fitted
+                    break
+            if found is not None:
+                break
+    except Exception as err:  # noqa: BLE001 - an optimisation: never fail a load for it
+        log.warning("no %s (%s)", what, err)
+    if attr is not None:
+        try:
+            setattr(model, attr, found or False)
+        except AttributeError:
+            pass
+    return found
+
+
 def find_prior(model, folders: list[Path] | None = None) -> AcceptancePrior | None:
     """The prior for ``model`` (a transformers model), or None (then estimators keep the hand-set prior).
 
@@ -214,38 +258,6 @@ def find_prior(model, folders: list[Path] | None = None) -> AcceptancePrior | No
     file that cannot be read is logged and ignored). Otherwise the first prior fitted for this model
     (:func:`model_identity`) in ``folders`` (default: :func:`default_prior_folder`, then :data:`PACKAGED_DIR`).
     Found once per model object; never raises."""
-    env = os.environ.get(PRIOR_ENV, "").strip()
-    if env.lower() == "off":
-        return None
-    if env:
-        try:
-            return AcceptancePrior.load(env)
-        except (OSError, ValueError) as err:
-            log.warning("%s=%s unusable (%s); looking for a fitted prior instead", PRIOR_ENV, env, err)
-    if folders is None:
-        cached = getattr(model, _MODEL_ATTR, None)
-        if cached is not None:
-            return cached or None
-    found = None
-    try:
-        identity = model_identity(model)
-        for folder in folders if folders is not None else [default_prior_folder(), PACKAGED_DIR]:
-            for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else ():
-                try:
-                    prior = AcceptancePrior.load(path)
-                except (OSError, ValueError) as err:
-                    log.debug("acceptance prior %s skipped: %s", path, err)
-                    continue
-                if prior.model == identity:
-                    found = prior
-                    break
-            if found is not None:
-                break
-    except Exception as err:  # noqa: BLE001 - a prior is an optimisation: never fail a load for it
-        log.warning("no acceptance prior (%s)", err)
-    if folders is None:
-        try:
-            setattr(model, _MODEL_ATTR, found or False)
-        except AttributeError:
-            pass
-    return found
+    return find_fitted(model, PRIOR_ENV, AcceptancePrior.load, "*.json",
+                       folders if folders is not None else [default_prior_folder(), PACKAGED_DIR],
+                       None if folders is not None else _MODEL_ATTR, "acceptance prior")

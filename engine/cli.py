@@ -119,6 +119,9 @@ def add_commands(sub) -> None:
         logging.getLogger(__name__).debug("fit-acceptance-prior unavailable: %s", err)
     else:
         add_fit_prior(sub)
+        from .bench.fit_head import add_command as add_fit_head  # noqa: PLC0415
+
+        add_fit_head(sub)
     _add_serving(sub)
     from .sdsat.cli import add_commands as add_sdsat_commands  # noqa: PLC0415
 

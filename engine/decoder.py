@@ -23,7 +23,7 @@ from transformers import DynamicCache
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
-from .lean_forward import forward_logits, weights_pinned
+from .lean_forward import forward_logits, hidden_rows, weights_pinned
 from .model import LoadedModel
 from .verify import SamplingParams, accept, choose_token, compact_cache, model_device, prune_after_stop, tree_forward
 
@@ -189,7 +189,9 @@ class SpeculativeDecoder:
 
             self.history = CompletionHistory()
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
+        use_head = bool(self.options.pop("draft_head", True))
         self.estimator = self.cost = None
+        self.depth_one = None  # the draft head's depth-1 adjustment the decode loop feeds (engine.draft_head)
         self.sdsat_options = {k: self.options.pop(k) for k in ("adaptive_tokens", "adaptive_width",
                                                                 "adaptive_every_step") if k in self.options}
         if method in COST_SIZED_METHODS and self.size_by_cost:
@@ -200,6 +202,8 @@ class SpeculativeDecoder:
 
             self.estimator = (shared_estimator if shared_estimator is not None
                               else AcceptanceEstimator(prior=find_prior(loaded.model)))
+            if use_head and method in ("fastcoder", "fastcoder+sdsat"):
+                self.depth_one = self._attach_draft_head()
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
             if hasattr(self.cost, "prepare_tables"):  # every context bucket's table now, not in a decode step
                 self.cost.prepare_tables(MAX_DRAFT_TOKENS)
@@ -220,6 +224,22 @@ class SpeculativeDecoder:
             self._make_drafter(None)
         elif self.options or self.sdsat_options:
             raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")
+
+    def _attach_draft_head(self):
+        """The estimator's :class:`engine.draft_head.DepthOneFeature` (made for this model when it has none and a
+        draft head was trained for it), or None."""
+        if self.estimator.depth_one is None:
+            from .draft_head import depth_one_feature, find_draft_head  # noqa: PLC0415
+
+            self.estimator.depth_one = depth_one_feature(self.loaded, find_draft_head(self.loaded.model))
+        self._hidden_rows = hidden_rows(self.loaded.model)  # the lean forward's last hidden states (a holder)
+        return self.estimator.depth_one
+
+    def _feed_head(self, path: list[int], first: int) -> None:
+        """After a verification that accepted ``path`` and committed ``first`` after the pending token (-1: none,
+        the prefill): the draft head learns from it and gets the final hidden state of the last forward's row that
+        chose the new pending token (row 0: the pending token's own, row 1 + i: node i's)."""
+        self.depth_one.step(self._hidden_rows, path[-1] + 1 if path else 0, first)
 
     def new_cache(self) -> FastCoderCache:
         """A fresh per-document FastCoder cache, to pass to :meth:`generate` across requests."""
@@ -439,6 +459,14 @@ class SpeculativeDecoder:
 
         prefill_accepted = 0  # draft tokens the prefill's forward verified and committed
         ended = False  # the prefill's accepted draft already reached EOS or max_new
+        # the draft head serves completions that may span lines: on one-line completions (a stop at the newline:
+        # a few steps each) it lost 3-13% in wall clock (benchmarks/results/2026-11-26k, fim-line), where longer
+        # ones gained (function +4%), so those draft without it
+        one_line = bool(stop) and "\n" in stop
+        head = self.depth_one if drafter is not None and not one_line else None
+        shared = self.estimator.depth_one if self.estimator is not None else None
+        if shared is not None:  # no hidden state of this prompt yet (and none at all where this decoder has no head)
+            shared.disable()
         if drafter is not None and self.method not in SDSAT_METHODS and len(ids) - start <= PREFILL_DRAFT_MAX_TOKENS:
             # a short (warm) prefill verifies a draft of the first new tokens in the same forward
             t = time.perf_counter()
@@ -450,11 +478,15 @@ class SpeculativeDecoder:
             compact_cache(cache, past_len, path, len(tree))
             committed = tree.tokens[path].tolist() + [pending]
             retrieval_s += self._learn(drafter, context[:n_ctx], tree, path, committed, hits)
+            if head is not None:
+                self._feed_head(path, committed[0])
             ended = not commit(committed[:-1])
             prefill_accepted = len(out)
         else:
             prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.loaded.device)
             pending = self._choose(prefill(model, cache, prompt), params, generator, remaining)
+            if head is not None:
+                self._feed_head([], -1)
         t_prefill = time.perf_counter()
         setup_s = retrieval_s  # drafting done within the prefill phase: the drafter's reset, the prefill's draft
         if ended:
@@ -505,6 +537,8 @@ class SpeculativeDecoder:
             if tree.n_adaptive:
                 drafter.observe_logits(ctx_view, tree, logits, path, committed)
             retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits)
+            if head is not None:
+                self._feed_head(path, committed[0])
             accepted_lengths.append(len(committed))
             # all but the last committed token are in the KV cache now; the last becomes pending
             if commit(committed[:-1]):

@@ -295,6 +295,30 @@ def install_lean_forward(model) -> str:
 
 #: Set on the causal LM when installed: its logits function (see :func:`forward_logits`).
 LOGITS_ATTR = "_fastcoder_logits"
+#: Set on the causal LM when installed: a one-item list holding the last :func:`forward_logits` call's final hidden
+#: states, the LM head's input ((1, rows kept, d), valid until the next forward; :func:`last_hidden`).
+HIDDEN_ATTR = "_fastcoder_hidden"
+
+
+def keeps_hidden(model) -> bool:
+    """Whether :func:`forward_logits` keeps the final hidden states of ``model``'s forwards (the lean forward)."""
+    return getattr(model, HIDDEN_ATTR, None) is not None
+
+
+def hidden_rows(model) -> list | None:
+    """The one-item list that holds the last :func:`forward_logits` call's final hidden states ((1, rows kept, d)
+    tensor, or None before the first call), or None without the lean forward (:data:`HIDDEN_ATTR`)."""
+    return getattr(model, HIDDEN_ATTR, None)
+
+
+def last_hidden(model, row: int):
+    """(d,) final hidden state (after the last norm: the LM head's input) of ``row`` of the logits the last
+    :func:`forward_logits` call returned, or None (no lean forward, no call yet, a row out of range)."""
+    kept = getattr(model, HIDDEN_ATTR, None)
+    rows = kept[0] if kept is not None else None
+    if rows is None or not -rows.shape[1] <= row < rows.shape[1]:
+        return None
+    return rows[0, row]
 
 
 def _install_outer(model, base, hidden) -> None:
@@ -305,11 +329,13 @@ def _install_outer(model, base, hidden) -> None:
     from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: PLC0415
 
     original = model.forward
+    kept = [None]  # the last call's LM-head input (HIDDEN_ATTR)
 
     def logits(input_ids, past_key_values, position_ids=None, attention_mask=None, logits_to_keep=0):
         last = hidden(input_ids, attention_mask, position_ids, past_key_values)
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        return model.lm_head(last[:, keep, :])
+        kept[0] = rows = last[:, keep, :]
+        return model.lm_head(rows)
 
     def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
                 labels=None, use_cache=None, logits_to_keep=0, **kwargs):
@@ -323,6 +349,7 @@ def _install_outer(model, base, hidden) -> None:
 
     model.forward = forward
     setattr(model, LOGITS_ATTR, logits)
+    setattr(model, HIDDEN_ATTR, kept)
 
 
 def forward_logits(model, input_ids: torch.Tensor, past_key_values, position_ids: torch.Tensor | None = None,

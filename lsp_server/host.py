@@ -158,6 +158,9 @@ class EngineHost(IndexingMixin):
 
                 if (prior := find_prior(loaded.model)) is not None:
                     prior.rates()  # the fitted prior's table (~45 ms), here rather than in a first completion
+                from engine.draft_head import find_draft_head  # noqa: PLC0415
+
+                find_draft_head(loaded.model)  # read once here (engine.draft_head), not in a first completion
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:

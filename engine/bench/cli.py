@@ -122,6 +122,11 @@ def run(args: argparse.Namespace) -> int:
 
     prior = find_prior(loaded.model)  # where fastcoder's acceptance estimates start (None: the hand-set prior)
     result["acceptance_prior"] = prior.describe() if prior is not None else None
+    from .runner import _ESTIMATORS  # noqa: PLC0415
+
+    # the draft head's calibration at the end of the run, per method that used it (engine.draft_head)
+    result["draft_head"] = {method: est.depth_one.summary() for (_, method), est in _ESTIMATORS.items()
+                            if getattr(est, "depth_one", None) is not None} or None
     result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
     write_outputs(result, args.json_out, args.markdown_out, args.plot_out)
     return 0

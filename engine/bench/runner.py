@@ -26,6 +26,8 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-cache": ("fastcoder", {"use_cache": False}),
     "fastcoder-no-repo": ("fastcoder", {"use_repo": False}),
     "fastcoder-no-strategy": ("fastcoder", {"use_strategy": False}),
+    # without the draft head's depth-1 estimates (engine.draft_head)
+    "fastcoder-no-head": ("fastcoder", {"draft_head": False}),
     # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
     # CPU, nodes below a 0.2 share pruned
     "fastcoder-fixed": ("fastcoder", {"size_by_cost": False}),

@@ -42,6 +42,14 @@ CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: without OpenMP builds the same library single-threaded.
 OPENMP_FLAGS = ("-fopenmp",)
 NATIVE_ENV = "FASTCODER_NATIVE"
+#: Environment variable: extra compiler flags (space-separated; part of the library's version), for experiments
+#: such as ``-DPF_HINT=_MM_HINT_NTA`` (small_gemm.c).
+CFLAGS_ENV = "FASTCODER_NATIVE_CFLAGS"
+
+
+def _cflags() -> tuple[str, ...]:
+    """:data:`CFLAGS` and those of ``$FASTCODER_NATIVE_CFLAGS``."""
+    return (*CFLAGS, *os.environ.get(CFLAGS_ENV, "").split())
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
 FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h")
 #: Headers the sources include (part of the library's version, not compiled on their own).
@@ -69,7 +77,7 @@ def _build(out: Path, compiler: str) -> None:
     os.close(fd)
     try:
         for extra in (OPENMP_FLAGS, ()):
-            cmd = [compiler, *CFLAGS, *extra, "-o", tmp, *(str(here / s) for s in SOURCES), "-lm"]
+            cmd = [compiler, *_cflags(), *extra, "-o", tmp, *(str(here / s) for s in SOURCES), "-lm"]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if done.returncode == 0:
                 break
@@ -109,6 +117,10 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_set_threads.argtypes = [i64]  # fc_gemm's threads (engine.native.linear.sync_threads)
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
+    lib.fc_head_hidden.restype = None  # the draft head's h' and lse_hat (engine.draft_head, draft_tree.c)
+    lib.fc_head_hidden.argtypes = [ptr, ptr, ptr]
+    lib.fc_head_step.restype = i64  # a decode step's draft-head work: learn, then the next h' (draft_tree.c)
+    lib.fc_head_step.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, dbl]
     f32, cint = ctypes.c_float, ctypes.c_int
     lib.fc_fused_layer_supported.restype = cint
     lib.fc_fused_layer_supported.argtypes = [i64]
@@ -172,7 +184,7 @@ def _digest(names) -> str:
     digest = hashlib.sha256()
     for name in names:
         digest.update((here / name).read_bytes())
-    digest.update(" ".join((*CFLAGS, *OPENMP_FLAGS)).encode())
+    digest.update(" ".join((*_cflags(), *OPENMP_FLAGS)).encode())
     digest.update(f"{platform.machine()}-{platform.system()}".encode())
     return digest.hexdigest()[:16]
 

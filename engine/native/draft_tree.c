@@ -68,6 +68,125 @@ static int64_t bucket_base(int64_t source, int64_t match_length, int64_t depth, 
     return (src * depth_buckets + d - 1) * (n_share_edges + 1) * (n_match_edges + 1) + m;
 }
 
+/* The draft head's state for one tree (engine/draft_head.py, DepthOneFeature): the output embedding (vocab x dim
+   float32), h' (dim float32), params (enabled, lse_hat, w_q, w_f, w_0), and where each adjusted depth-1 node is
+   recorded (seen_tokens[0]: the count, then the tokens; seen_values: (q, feature) pairs; room for seen_cap). */
+typedef struct {
+    const float *embedding;
+    const float *hidden;
+    int64_t dim, vocab;
+    const double *params;
+    int64_t *seen_tokens;
+    double *seen_values;
+    int64_t seen_cap;
+} draft_head_args;
+
+#define HEAD_EPS 1e-4
+#define HEAD_FEATURE_FLOOR 16.0
+
+static double head_logit(double q) {
+    double qc = q < HEAD_EPS ? HEAD_EPS : (q > 1.0 - HEAD_EPS ? 1.0 - HEAD_EPS : q);
+    return log(qc / (1.0 - qc));
+}
+
+static double head_sigmoid(double z) {
+    if (z >= 0.0) return 1.0 / (1.0 + exp(-z));
+    double e = exp(z);
+    return e / (1.0 + e);
+}
+
+/* A depth-1 node's calibrated estimate (DepthOneFeature.feature / calibrated / adjust, the same arithmetic in the
+   same order): the head's log-probability of the token, E[token] . h' - lse_hat accumulated in double in index
+   order and clipped to [-16, 0], combined with the engine's estimate q by the logistic calibration. */
+static double depth_one_estimate(const draft_head_args *head, int64_t tok, double q) {
+    const float *e = head->embedding + tok * head->dim;
+    double acc = 0.0;
+    for (int64_t k = 0; k < head->dim; k++) acc += (double)e[k] * (double)head->hidden[k];
+    double f = acc - head->params[1];
+    f = f > 0.0 ? 0.0 : (f < -HEAD_FEATURE_FLOOR ? -HEAD_FEATURE_FLOOR : f);
+    double out = head_sigmoid(head->params[2] * head_logit(q) + head->params[3] * f + head->params[4]);
+    int64_t seen = head->seen_tokens[0];
+    if (seen < head->seen_cap) {
+        head->seen_tokens[1 + seen] = tok;
+        head->seen_values[2 * seen] = q;
+        head->seen_values[2 * seen + 1] = f;
+        head->seen_tokens[0] = seen + 1;
+    }
+    return out;
+}
+
+void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y); /* small_gemm.c */
+
+/* The draft head on one final hidden state h (dim floats): h' = h + W2 SiLU(W1 h + b1) + b2 into out, and
+   lse_hat = lse_w . h' + lse_b into params[1], params[0] = 1 (0 when lse_hat is not finite). W1 and W2 packed by
+   fc_gemm_pack (one-row products through small_gemm.c's kernels: 9-12 us a call for d = 256, where numpy's two matrix-vector
+   products and the conversions took ~48 us a step; on the calling thread: a parallel region cost ~60 us here). W1 is
+   rank x dim, W2 dim x rank. ia: W1 panels, b1, W2 panels, b2, lse_w, scratch (rank floats), out, dim, params, rank
+   (pointers as integers); da: lse_b. Callers check fc_gemm_supported first. */
+void fc_head_hidden(const int64_t *ia, const double *da, const float *h) {
+#define Q(i, T) ((T)(intptr_t)ia[i])
+    const float *b1 = Q(1, const float *), *b2 = Q(3, const float *), *lse_w = Q(4, const float *);
+    float *a = Q(5, float *), *out = Q(6, float *);
+    int64_t d = ia[7], r = ia[9];
+    double *params = Q(8, double *);
+    fc_gemm_serial(h, 1, d, Q(0, const float *), r, a);
+    for (int64_t i = 0; i < r; i++) {
+        float v = a[i] + b1[i];
+        a[i] = v / (1.0f + expf(-v));
+    }
+    fc_gemm_serial(a, 1, r, Q(2, const float *), d, out);
+    double lse = da[0];
+    for (int64_t i = 0; i < d; i++) {
+        out[i] = h[i] + (out[i] + b2[i]);
+        lse += (double)lse_w[i] * (double)out[i];
+    }
+    params[1] = lse;
+    params[0] = isfinite(lse) ? 1.0 : 0.0;
+#undef Q
+}
+
+/* DepthOneFeature.learn in C (the same arithmetic in the same order): one SGD step (rate lr) of the calibration
+   (params[2..4]) per depth-1 node the last tree build recorded (seen_tokens, seen_values: see draft_head_args),
+   towards 1 where its token is `first`, the token the model committed after the pending one (whether or not the
+   node was verified: the model's choice there is known either way), else 0. Resets the record; returns the nodes
+   learned from. */
+static int64_t head_learn(double *params, int64_t *seen_tokens, const double *seen_values, int64_t first, double lr) {
+    int64_t seen = seen_tokens[0];
+    double wq = params[2], wf = params[3], w0 = params[4];
+    for (int64_t j = 0; j < seen; j++) {
+        double x = head_logit(seen_values[2 * j]), f = seen_values[2 * j + 1];
+        double step = lr * ((seen_tokens[1 + j] == first ? 1.0 : 0.0) - head_sigmoid(wq * x + wf * f + w0));
+        wq = wq + step * x;
+        wf = wf + step * f;
+        w0 = w0 + step;
+    }
+    params[2] = wq;
+    params[3] = wf;
+    params[4] = w0;
+    seen_tokens[0] = 0;
+    return seen;
+}
+
+/* One decode step's draft-head work in one call, after verification: learn from the last build's depth-1 nodes
+   (head_learn; first < 0 or lr == 0: nothing learned, the record dropped), then fc_head_hidden on row `row` of a
+   (n_rows x dim, row stride `stride` floats) block of final hidden states (out of range: the head disabled,
+   params[0] = 0). ia: fc_head_hidden's, then [10] seen_tokens, [11] seen_values. Returns the nodes learned from. */
+int64_t fc_head_step(const int64_t *ia, const double *da, const float *rows, int64_t n_rows, int64_t stride,
+                     int64_t row, int64_t first, double lr) {
+    double *params = (double *)(intptr_t)ia[8];
+    int64_t *seen_tokens = (int64_t *)(intptr_t)ia[10];
+    int64_t learned = 0;
+    if (first >= 0 && lr != 0.0)
+        learned = head_learn(params, seen_tokens, (const double *)(intptr_t)ia[11], first, lr);
+    seen_tokens[0] = 0;
+    if (row < 0 || row >= n_rows) {
+        params[0] = 0.0;
+        return learned;
+    }
+    fc_head_hidden(ia, da, rows + row * stride);
+    return learned;
+}
+
 /* Returns the number of kept nodes written to the outputs (>= 0), -1 when the caller must take the
    array path (NaN estimates or costs, a zero denominator), -2 when scratch memory could not be had.
    *n_nodes receives the trie's node count (0: only empty rows).
@@ -89,9 +208,10 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
                        double prior_scale, double min_prob, int64_t budget, const double *ctable,
                        int64_t ctable_len, int64_t *n_nodes,
                        int64_t *o_token, int64_t *o_parent, int64_t *o_depth, int64_t *o_key, uint8_t *o_source,
-                       double *o_weight, double *o_prob) {
+                       double *o_weight, double *o_prob, const draft_head_args *head) {
     int64_t cap = n_rows * width, n = 0, result = 0;
     *n_nodes = 0;
+    if (head) head->seen_tokens[0] = 0;
     if (cap <= 0) return 0;
     int64_t *parent = malloc(sizeof(int64_t) * cap), *token = malloc(sizeof(int64_t) * cap);
     int64_t *depth = malloc(sizeof(int64_t) * cap), *source = malloc(sizeof(int64_t) * cap);
@@ -181,6 +301,7 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
     /* Estimates P(node accepted | parent accepted) and path probabilities (AcceptanceEstimator.estimate). */
     int64_t share_stride = n_match_edges + 1;
     double cut = min_prob - 1e-12, total = 0.0;
+    int head_on = head && head->params[0] != 0.0;
     for (int64_t i = 0; i < n; i++) {
         int alternative = first_choice[parent[i] + 1] != i;
         int64_t k = base[i] + share_stride * bisect_right_d(share_edges, n_share_edges, best[i])
@@ -199,6 +320,8 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
         double pooled = (pooled_accepted[pk] + pool_strength * prior) / pooled_denominator;
         double q = (accepted[k] + strength * pooled) / denominator;
         if (min_prob > 0.0 && s < cut) q = 0.0;
+        if (parent[i] < 0 && head_on && q > 0.0 && token[i] >= 0 && token[i] < head->vocab)
+            q = depth_one_estimate(head, token[i], q);
         prob[i] = q;
         path[i] = parent[i] >= 0 ? q * path[parent[i]] : q;
         total += path[i];
@@ -268,17 +391,21 @@ done:
    ia: n_rows, width, rows, row_count, row_part, n_parts, part_bit, part_match, part_weight, part_total,
    depth_buckets, share_edges, n_share_edges, match_edges, n_match_edges, source_slots, accepted, tried,
    n_buckets, pooled_accepted, pooled_tried, n_pooled, alternative_stride, source_stride, budget, ctable,
-   ctable_len, n_nodes, o_token, o_parent, o_depth, o_key, o_source, o_weight, o_prob (pointers as integers);
+   ctable_len, n_nodes, o_token, o_parent, o_depth, o_key, o_source, o_weight, o_prob, then the draft head's
+   embedding, hidden, dim, vocab, params (0: no head), seen_tokens, seen_values, seen_cap (pointers as integers);
    da: strength, pool_strength, alternative_prior, prior_scale, min_prob. */
 int64_t fc_build_sized_packed(const int64_t *ia, const double *da) {
 #define P(i, T) ((T)(intptr_t)ia[i])
+    draft_head_args head = {P(35, const float *), P(36, const float *), ia[37], ia[38], P(39, const double *),
+                            P(40, int64_t *), P(41, double *), ia[42]};
     return fc_build_sized(ia[0], ia[1], P(2, const int64_t *), P(3, const double *), P(4, const int64_t *), ia[5],
                           P(6, const int64_t *), P(7, const int64_t *), P(8, const double *), P(9, const double *),
                           ia[10], P(11, const double *), ia[12], P(13, const int64_t *), ia[14], ia[15],
                           P(16, const double *), P(17, const double *), ia[18], da[0], P(19, const double *),
                           P(20, const double *), ia[21], da[1], ia[22], ia[23], da[2], da[3], da[4], ia[24],
                           P(25, const double *), ia[26], P(27, int64_t *), P(28, int64_t *), P(29, int64_t *),
-                          P(30, int64_t *), P(31, int64_t *), P(32, uint8_t *), P(33, double *), P(34, double *));
+                          P(30, int64_t *), P(31, int64_t *), P(32, uint8_t *), P(33, double *), P(34, double *),
+                          ia[39] ? &head : NULL);
 #undef P
 }
 

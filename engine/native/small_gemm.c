@@ -50,6 +50,14 @@ int64_t fc_thread_count(void) { return gemm_threads; }
 #ifndef PF
 #define PF 16
 #endif
+/* The prefetches' locality hint (an experiment's -DPF_HINT=_MM_HINT_NTA asks for lines that do not stay in the
+   caches), and PF1 > 0 gives the one-row kernel prefetches that many lines ahead on each of its streams. */
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+#ifndef PF1
+#define PF1 0
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -83,7 +91,7 @@ static inline TGT void store_panel(float *y, __m256 lo, __m256 hi, int64_t cols)
             hi[r] = _mm256_setzero_ps();                                                               \
         }                                                                                              \
         for (int64_t kk = 0; kk < k; kk++) {                                                           \
-            _mm_prefetch((const char *)(wp + (kk + PF) * NR), _MM_HINT_T0);                             \
+            _mm_prefetch((const char *)(wp + (kk + PF) * NR), PF_HINT);                             \
             __m256 w0 = _mm256_loadu_ps(wp + kk * NR), w1 = _mm256_loadu_ps(wp + kk * NR + 8);         \
             _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                     \
                 __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);                                     \
@@ -115,7 +123,7 @@ static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, f
     __m256 h0 = l0, h1 = l0, h2 = l0, h3 = l0, h4 = l0, h5 = l0, h6 = l0;
     for (int64_t kk = 0; kk < k; kk++) {
         const float *w = wp + kk * NR;
-        _mm_prefetch((const char *)(w + PF * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + PF * NR), PF_HINT);
         __m256 b;
         b = _mm256_broadcast_ss(x + kk);           FMA_MEM(l0, b, w); FMA_MEM(h0, b, w + 8);
         b = _mm256_broadcast_ss(x + ldx + kk);     FMA_MEM(l1, b, w); FMA_MEM(h1, b, w + 8);
@@ -143,6 +151,12 @@ static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *p2 = wp + 2 * k * NR, *p3 = wp + 3 * k * NR;
     for (int64_t kk = 0; kk < k; kk++) {
+        if (PF1 > 0) {
+            _mm_prefetch((const char *)(p0 + (kk + PF1) * NR), PF_HINT);
+            _mm_prefetch((const char *)(p1 + (kk + PF1) * NR), PF_HINT);
+            _mm_prefetch((const char *)(p2 + (kk + PF1) * NR), PF_HINT);
+            _mm_prefetch((const char *)(p3 + (kk + PF1) * NR), PF_HINT);
+        }
         __m256 xb = _mm256_broadcast_ss(x + kk);
         a0 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p0 + kk * NR), a0);
         a1 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p0 + kk * NR + 8), a1);
@@ -170,8 +184,8 @@ static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k,
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *x0 = x, *x1 = x + ldx;
     for (int64_t kk = 0; kk < k; kk++) {
-        _mm_prefetch((const char *)(p0 + (kk + PF) * NR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(p1 + (kk + PF) * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p0 + (kk + PF) * NR), PF_HINT);
+        _mm_prefetch((const char *)(p1 + (kk + PF) * NR), PF_HINT);
         __m256 w0 = _mm256_loadu_ps(p0 + kk * NR), w1 = _mm256_loadu_ps(p0 + kk * NR + 8);
         __m256 w2 = _mm256_loadu_ps(p1 + kk * NR), w3 = _mm256_loadu_ps(p1 + kk * NR + 8);
         __m256 b0 = _mm256_broadcast_ss(x0 + kk), b1 = _mm256_broadcast_ss(x1 + kk);
@@ -283,9 +297,20 @@ void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, f
 #endif
 }
 
+/* fc_gemm on the calling thread alone: for products too small for a parallel region (the draft head's 256 x 256, where
+   OpenMP's fork and join cost more than the arithmetic). */
+void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
+    if (m > 0 && n > 0)
+        gemm_range(x, m, k, wp, n, y, 0, (n + NR - 1) / NR);
+}
+
 #else
 
 int fc_gemm_supported(void) { return 0; }
+
+void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
+    (void)x; (void)m; (void)k; (void)wp; (void)n; (void)y;
+}
 
 void fc_gemm(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
     (void)x; (void)m; (void)k; (void)wp; (void)n; (void)y;

@@ -41,10 +41,11 @@ class _NativeScratch:
         self.curve_cost = None  # the curve object whose table ia[25] points at (its tables are not changed in place)
         self.curve_len = 0  # entries of that table
         self.estimator = None  # the estimator whose counts' addresses ia holds
+        self.depth_one = None  # the DepthOneFeature whose buffers ia[35:43] hold (None: ia[39] = 0)
         self.strengths = None  # (prior, pool strength) in da[0:2]
         self.limits = None  # (budget, min_prob) in ia[24], da[4]
         a = lambda arr: arr.ctypes.data  # noqa: E731
-        self.ia = np.zeros(35, dtype=np.int64)
+        self.ia = np.zeros(43, dtype=np.int64)  # [35:43]: the draft head's buffers (use_estimator), 0: none
         self.ia[[2, 3, 4, 6, 7, 8, 9]] = [a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]),
                                          a(self.part_ints[1]), a(self.part_floats[0]), a(self.part_floats[1])]
         self.ia[10:16] = [DEPTH_BUCKETS, a(self.share_edges), len(SHARE_EDGES), a(self.match_edges),
@@ -77,6 +78,8 @@ class _NativeScratch:
                 strengths = (estimator.prior_strength, estimator.pool_strength)
                 if strengths != self.strengths:
                     self.da[0], self.da[1] = self.strengths = strengths
+                if estimator.depth_one is not self.depth_one:
+                    self._use_head(estimator.depth_one)
                 return True
         beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
         if not (all(type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous for x in beta)
@@ -86,7 +89,19 @@ class _NativeScratch:
                                              beta[2].ctypes.data, beta[3].ctypes.data, len(beta[2])]
         self.da[0], self.da[1] = self.strengths = (estimator.prior_strength, estimator.pool_strength)
         self.estimator = (estimator, beta)
+        self._use_head(estimator.depth_one)
         return True
+
+    def _use_head(self, feature) -> None:
+        """Point ia[35:43] at ``feature``'s buffers (a :class:`engine.draft_head.DepthOneFeature`), or clear them."""
+        if feature is None:
+            self.ia[35:43] = 0
+        else:
+            emb = feature.embedding
+            self.ia[35:43] = [emb.ctypes.data, feature.hidden.ctypes.data, emb.shape[1], emb.shape[0],
+                              feature.params.ctypes.data, feature.seen_tokens.ctypes.data,
+                              feature.seen_values.ctypes.data, len(feature.seen_tokens) - 1]
+        self.depth_one = feature
 
 
 #: One scratch per thread: ctypes releases the GIL during the C call, so two threads drafting at once
