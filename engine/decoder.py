@@ -460,8 +460,8 @@ class SpeculativeDecoder:
         prefill_accepted = 0  # draft tokens the prefill's forward verified and committed
         ended = False  # the prefill's accepted draft already reached EOS or max_new
         # the draft head serves completions that may span lines: on one-line completions (a stop at the newline:
-        # a few steps each) it lost 3-13% in wall clock (benchmarks/results/2026-11-26k, fim-line), where longer
-        # ones gained (function +4%), so those draft without it
+        # a few steps each) it lost up to 13% in wall clock, in 5 of 6 cell-runs (benchmarks/results/2026-11-26k,
+        # fim-line), where longer ones gained (function +4%), so those draft without it
         one_line = bool(stop) and "\n" in stop
         head = self.depth_one if drafter is not None and not one_line else None
         shared = self.estimator.depth_one if self.estimator is not None else None

@@ -22,7 +22,7 @@ Measured (tiny-py-coder, the project's 2-core CPU, 1 thread; ``benchmarks/result
 which depth-1 node the model accepts would raise the predicted speedup 13-19% and this head 3.3-5.3%
 (``../2026-11-26j/exp_medusa_head.py``); in the engine's own replay of the nine cells +0.5-2.3% tokens per unit of
 verify cost; in wall clock, two runs of the nine cells against ``fastcoder-no-head``: ``function`` +1.4 to +7.4% (5
-of 6 cell-runs faster), ``fim-block`` -2 to +9%, ``fim-line`` -3 to -13% (6 of 6 slower). A step pays ~45 us for it
+of 6 cell-runs faster), ``fim-block`` -2 to +9%, ``fim-line`` -13 to +1% (5 of 6 slower). A step pays ~45 us for it
 (rank 128, caches cold). One-line completions (the decoder's ``stop`` holds ``"\n"``) therefore draft without it.
 
 Lossless: the head only changes which draft nodes are verified, never what is accepted.
