@@ -296,7 +296,7 @@ def install_lean_forward(model) -> str:
 #: Set on the causal LM when installed: its logits function (see :func:`forward_logits`).
 LOGITS_ATTR = "_fastcoder_logits"
 #: Set on the causal LM when installed: a one-item list holding the last :func:`forward_logits` call's final hidden
-#: states, the LM head's input ((1, rows kept, d), valid until the next forward; :func:`last_hidden`).
+#: states, the LM head's input ((1, rows kept, d), valid until the next forward; :func:`hidden_rows`).
 HIDDEN_ATTR = "_fastcoder_hidden"
 
 
@@ -309,16 +309,6 @@ def hidden_rows(model) -> list | None:
     """The one-item list that holds the last :func:`forward_logits` call's final hidden states ((1, rows kept, d)
     tensor, or None before the first call), or None without the lean forward (:data:`HIDDEN_ATTR`)."""
     return getattr(model, HIDDEN_ATTR, None)
-
-
-def last_hidden(model, row: int):
-    """(d,) final hidden state (after the last norm: the LM head's input) of ``row`` of the logits the last
-    :func:`forward_logits` call returned, or None (no lean forward, no call yet, a row out of range)."""
-    kept = getattr(model, HIDDEN_ATTR, None)
-    rows = kept[0] if kept is not None else None
-    if rows is None or not -rows.shape[1] <= row < rows.shape[1]:
-        return None
-    return rows[0, row]
 
 
 def _install_outer(model, base, hidden) -> None:
