@@ -198,9 +198,14 @@ def default_prior_folder() -> Path:
     return cache_root() / "acceptance_prior"
 
 
+def fitted_file_name(identity: dict, suffix: str) -> str:
+    """The file name a file fitted for a model of ``identity`` (:func:`model_identity`) gets in its cache folder."""
+    return f"{identity.get('params', 0)}-{identity.get('head_sha256', '') or 'nohash'}{suffix}"
+
+
 def prior_file_name(identity: dict) -> str:
     """The file name a prior for a model of ``identity`` (:func:`model_identity`) gets in the cache folder."""
-    return f"{identity.get('params', 0)}-{identity.get('head_sha256', '') or 'nohash'}.json"
+    return fitted_file_name(identity, ".json")
 
 
 #: Set on a model object: its prior (or False), found once.

@@ -14,7 +14,7 @@ linear fit of the head's log-normaliser (the exact one is an 8,192-row product p
 nearly all of the gain offline). A step then costs two d x d products and one dot product per depth-1 candidate.
 
 The head is trained per model on the standard library to predict the model's own greedy choice one position later
-(:func:`fit_draft_head`, ``fastcoder fit-draft-head``); it is tied to the model by
+(:mod:`engine.bench.fit_head`, ``fastcoder fit-draft-head``); it is tied to the model by
 :func:`engine.acceptance_prior.model_identity` and found like the acceptance prior (``$FASTCODER_DRAFT_HEAD``, the
 user cache's ``draft_head/``, the packaged ``engine/data/draft_head/``).
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .cache_paths import cache_root
 
@@ -58,7 +59,7 @@ EPS = 1e-4
 FEATURE_FLOOR = 16.0
 #: Depth-1 nodes one tree build records for :meth:`DepthOneFeature.learn` (more are adjusted, not recorded).
 SEEN_CAP = 64
-#: Online calibration: SGD step on the logistic loss per verified depth-1 node.
+#: Online calibration: SGD step on the logistic loss per recorded depth-1 candidate.
 LEARNING_RATE = 0.005
 
 
@@ -156,6 +157,12 @@ class DraftHead:
         return {"model": self.model, "calibration": [round(float(w), 4) for w in self.calibration], **self.info}
 
 
+def logit(q: float) -> float:
+    """log(q / (1 - q)) of ``q`` clipped to [EPS, 1 - EPS] (``head_logit`` in draft_tree.c, the same operations)."""
+    qc = EPS if q < EPS else (1.0 - EPS if q > 1.0 - EPS else q)
+    return math.log(qc / (1.0 - qc))
+
+
 def sigmoid(z: float) -> float:
     """1 / (1 + e^-z) for a Python float, without overflow."""
     if z >= 0.0:
@@ -202,8 +209,9 @@ class DepthOneFeature:
         self._native = self._native_args()
 
     def _native_args(self):
-        """(lib, packed int64 arguments, float64 arguments, buffers kept alive) for ``fc_head_hidden``, or None
-        where the native library or its AVX2 kernels are not available (then :meth:`set_hidden` uses numpy)."""
+        """(``fc_head_hidden``, ``fc_head_step``, their packed int64 and float64 arguments' addresses, the buffers
+        kept alive), or None where the native library or its AVX2 kernels are not available (then :meth:`step` and
+        :meth:`set_hidden` use Python and numpy)."""
         from . import native  # noqa: PLC0415
 
         lib = native.library()
@@ -215,9 +223,6 @@ class DepthOneFeature:
             lib.fc_gemm_pack(w.ctypes.data, n, k, p.ctypes.data)
         scratch = np.zeros(r, dtype=np.float32)
         keep = (panels, scratch)
-        ia = np.array([panels[0].ctypes.data, self.head.b1.ctypes.data, panels[1].ctypes.data, self.head.b2.ctypes.data,
-                       self.head.lse_w.ctypes.data, scratch.ctypes.data, self.hidden.ctypes.data, d,
-                       self.params.ctypes.data, r], dtype=np.int64)
         da = np.array([self.head.lse_b], dtype=np.float64)
         ia = np.array([panels[0].ctypes.data, self.head.b1.ctypes.data, panels[1].ctypes.data, self.head.b2.ctypes.data,
                        self.head.lse_w.ctypes.data, scratch.ctypes.data, self.hidden.ctypes.data, d,
@@ -233,7 +238,7 @@ class DepthOneFeature:
         reading the row in place (the Python calls and tensor indexing cost ~100 us a step with the caches cold)."""
         rows = holder[0]
         native = self._native
-        if native is not None and rows is not None and rows.dtype == _torch_float32() and not rows.is_cuda \
+        if native is not None and rows is not None and rows.dtype == torch.float32 and rows.is_cpu \
                 and rows.dim() == 3 and rows.shape[2] == self.hidden.shape[0] and rows.stride(2) == 1:
             self.learned += native[1](native[2], native[3], rows.data_ptr(), rows.shape[1], rows.stride(1), row,
                                       first, self.learning_rate)
@@ -257,13 +262,13 @@ class DepthOneFeature:
         """Take ``h``, the (d,) final hidden state (torch tensor or numpy, any float dtype) of the row whose choice
         is the pending token: h' and lse_hat for the next tree. A row of another size disables the head."""
         native = self._native
-        if native is not None and type(h).__name__ == "Tensor" and h.dtype == _torch_float32() \
-                and h.device.type == "cpu" and h.dim() == 1 and h.shape[0] == self.hidden.shape[0] and h.is_contiguous():
+        if native is not None and isinstance(h, torch.Tensor) and h.dtype == torch.float32 \
+                and h.is_cpu and h.dim() == 1 and h.shape[0] == self.hidden.shape[0] and h.is_contiguous():
             native[0](native[2], native[3], h.data_ptr())
             return
         if hasattr(h, "detach"):
             h = h.detach()
-            if h.dtype.is_floating_point and h.dtype != _torch_float32():
+            if h.dtype.is_floating_point and h.dtype != torch.float32:
                 h = h.float()
             h = h.cpu().numpy()
         h = np.asarray(h, dtype=np.float32).reshape(-1)
@@ -285,9 +290,8 @@ class DepthOneFeature:
 
     def calibrated(self, q: float, f: float) -> float:
         """``sigmoid(w_q logit(q) + w_f f + w_0)``, q clipped to [EPS, 1 - EPS] (the C builder's arithmetic)."""
-        qc = EPS if q < EPS else (1.0 - EPS if q > 1.0 - EPS else q)
         w = self.params
-        return sigmoid(float(w[2]) * math.log(qc / (1.0 - qc)) + float(w[3]) * f + float(w[4]))
+        return sigmoid(float(w[2]) * logit(q) + float(w[3]) * f + float(w[4]))
 
     def adjust(self, tokens: list[int], parents: list[int], probs: list[float]) -> list[float]:
         """``probs`` with each depth-1 node's (parent -1, estimate > 0, token in the vocabulary) replaced by its
@@ -324,9 +328,7 @@ class DepthOneFeature:
         wq, wf, w0 = self.params[2:5].tolist()
         lr = self.learning_rate
         for j, tok in enumerate(self.seen_tokens[1:1 + seen].tolist()):
-            q, f = values[2 * j], values[2 * j + 1]
-            qc = EPS if q < EPS else (1.0 - EPS if q > 1.0 - EPS else q)
-            x = math.log(qc / (1.0 - qc))
+            x, f = logit(values[2 * j]), values[2 * j + 1]
             step = lr * ((1.0 if tok == first else 0.0) - sigmoid(wq * x + wf * f + w0))
             wq, wf, w0 = wq + step * x, wf + step * f, w0 + step
         self.params[2:5] = (wq, wf, w0)
@@ -338,24 +340,12 @@ class DepthOneFeature:
                 "head": self.head.describe()}
 
 
-def _torch_float32():
-    global _FLOAT32
-    if _FLOAT32 is None:
-        import torch  # noqa: PLC0415
-
-        _FLOAT32 = torch.float32
-    return _FLOAT32
-
-
-_FLOAT32 = None
-
-
 def output_embedding(model) -> np.ndarray | None:
     """The model's output embedding as a (V, d) float32 C-contiguous numpy view (CPU float32 weights), else None."""
     get = getattr(model, "get_output_embeddings", None)
     head = get() if callable(get) else None
     weight = getattr(head, "weight", None)
-    if weight is None or weight.device.type != "cpu" or str(weight.dtype) != "torch.float32" \
+    if weight is None or not weight.is_cpu or weight.dtype != torch.float32 \
             or weight.dim() != 2 or not weight.is_contiguous():
         return None
     return weight.detach().numpy()
@@ -368,7 +358,9 @@ def default_head_folder() -> Path:
 
 def head_file_name(identity: dict) -> str:
     """The file name of the head for a model of ``identity`` (:func:`engine.acceptance_prior.model_identity`)."""
-    return f"{identity.get('params', 0)}-{identity.get('head_sha256', '') or 'nohash'}.npz"
+    from .acceptance_prior import fitted_file_name  # noqa: PLC0415
+
+    return fitted_file_name(identity, ".npz")
 
 
 _MODEL_ATTR = "_fastcoder_draft_head"
@@ -389,9 +381,9 @@ def find_draft_head(model, folders: list[Path] | None = None) -> DraftHead | Non
 def depth_one_feature(loaded, head: DraftHead | None) -> DepthOneFeature | None:
     """A :class:`DepthOneFeature` for ``loaded``'s model, or None where it cannot serve: no head, an output
     embedding that is not CPU float32 of the head's width, or no lean forward to read the hidden state from."""
-    from .lean_forward import keeps_hidden  # noqa: PLC0415
+    from .lean_forward import hidden_rows  # noqa: PLC0415
 
-    if head is None or not keeps_hidden(loaded.model):
+    if head is None or hidden_rows(loaded.model) is None:
         return None
     emb = output_embedding(loaded.model)
     if emb is None or emb.shape[1] != head.dim:

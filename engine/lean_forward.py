@@ -300,11 +300,6 @@ LOGITS_ATTR = "_fastcoder_logits"
 HIDDEN_ATTR = "_fastcoder_hidden"
 
 
-def keeps_hidden(model) -> bool:
-    """Whether :func:`forward_logits` keeps the final hidden states of ``model``'s forwards (the lean forward)."""
-    return getattr(model, HIDDEN_ATTR, None) is not None
-
-
 def hidden_rows(model) -> list | None:
     """The one-item list that holds the last :func:`forward_logits` call's final hidden states ((1, rows kept, d)
     tensor, or None before the first call), or None without the lean forward (:data:`HIDDEN_ATTR`)."""

@@ -25,9 +25,7 @@ two the same gain.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import os
 import random
 import sys
 import time
@@ -39,8 +37,10 @@ from .tasks import BenchError
 
 
 def standard_library_files() -> list[str]:
-    """The standard library's top-level ``.py`` files (sorted)."""
-    return sorted(glob.glob(os.path.join(os.path.dirname(os.__file__), "*.py")))
+    """The standard library's top-level ``.py`` files (sorted; :func:`engine.common_datastore.stdlib_root`)."""
+    from ..common_datastore import stdlib_root  # noqa: PLC0415
+
+    return sorted(str(p) for p in stdlib_root().glob("*.py"))
 
 
 def _hidden_and_choice(model, ids: list[int]):
