@@ -14,6 +14,13 @@ method reproduced ``ar``'s tokens; the geometric mean and range of that relative
 per generated token and end-to-end ms per
 completion, geometric means over the files (absolute speed, which a ratio to ``ar`` hides when the forward
 itself gets faster). Plain standard library; prints Markdown.
+
+The flagship against each of its ablations (``<flagship>-*`` methods run beside it) is given twice: per file (the
+ratio of the two speedups) and *paired per task run* (:func:`paired`): the bench runs every method on a task before
+the next task, so the ratio of two methods' decode ms per token on the same task run cancels the machine's slow
+swings, and the spread of those ratios over all task runs gives a bootstrap 95% interval. On this project's shared
+2-core machine the per-file ratios of two runs of one engine move 5-10%; the paired interval over three runs of the
+nine cells is about +-1.3% (``benchmarks/results/2026-11-26m``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -98,9 +106,43 @@ def main(argv=None) -> int:
         if pairs:
             print(f"{args.flagship} vs {ablation}: geometric mean {math.exp(sum(map(math.log, pairs)) / len(pairs)):.3f}"
                   f" ({min(pairs):.2f}-{max(pairs):.2f}, {len(pairs)} runs)")
+        groups = paired(runs, args.flagship, ablation)
+        if groups:
+            print(f"{args.flagship} vs {ablation}, paired per task run (decode speed ratio, bootstrap 95% interval): "
+                  + "; ".join(f"{kind} {g:.3f} ({lo:.3f}-{hi:.3f}, n={n})" for kind, (n, g, lo, hi) in groups.items()))
     print()
     print(absolute(runs))
     return 0
+
+
+def paired(runs: list[dict], a: str, b: str, rounds: int = 2000, seed: int = 0) -> dict:
+    """Method ``a``'s decode speed over method ``b``'s, task run by task run: for each file holding both and each
+    index of their ``per_task`` records (the same task and repeat; a record without new tokens is skipped),
+    (b's decode ms per new token) / (a's). Returns {task kind or "all": (n, geometric mean, lo, hi)}, lo-hi the
+    2.5th-97.5th percentile of the geometric mean over ``rounds`` bootstrap resamples of the ratios (``seed``: the
+    same interval for the same input); empty when no file holds both. Raises ValueError when two records paired by
+    index are of different tasks."""
+    logs: dict[str, list[float]] = {}
+    for run in runs:
+        methods = run.get("methods", {})
+        if a not in methods or b not in methods:
+            continue
+        for ra, rb in zip(methods[a].get("per_task") or [], methods[b].get("per_task") or []):
+            if ra.get("task_id") != rb.get("task_id"):
+                raise ValueError(f"per-task records of {a} and {b} are not in the same order")
+            if not (ra.get("new_tokens") and rb.get("new_tokens") and ra.get("decode_ms") and rb.get("decode_ms")):
+                continue
+            x = math.log((rb["decode_ms"] / rb["new_tokens"]) / (ra["decode_ms"] / ra["new_tokens"]))
+            logs.setdefault(ra.get("kind") or "?", []).append(x)
+            logs.setdefault("all", []).append(x)
+    rng = random.Random(seed)
+    out = {}
+    for kind in sorted(logs, key=lambda k: (k == "all", KIND_ORDER.get(k, 9), k)):
+        xs = logs[kind]
+        means = sorted(sum(rng.choices(xs, k=len(xs))) / len(xs) for _ in range(rounds))
+        out[kind] = (len(xs), math.exp(sum(xs) / len(xs)), math.exp(means[int(0.025 * rounds)]),
+                     math.exp(means[int(0.975 * rounds) - 1]))
+    return out
 
 
 def absolute(runs: list[dict]) -> str:

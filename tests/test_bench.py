@@ -433,3 +433,43 @@ def test_repeats_run_fresh_and_report_the_spread(tmp_path, tiny_coder, one_threa
     md = bench.render_markdown(out)
     assert "Spread over 2 repeats" in md and "| fastcoder | " in md.split("Spread over")[1]
     assert bench.main(["--repo", str(repo), "--repeats", "0"]) == 2
+
+
+def _summarize_runs():
+    spec = importlib.util.spec_from_file_location(
+        "summarize_runs", Path(__file__).resolve().parents[1] / "benchmarks" / "summarize_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _paired_run(rng, slowdown: float, noise: float, kind: str = "function") -> dict:
+    """A bench JSON's methods with per-task records: "fastcoder-x" is ``slowdown`` times slower than "fastcoder" on
+    every task run, both under the same per-task-run machine swing (+-30%) and their own ``noise``."""
+    a, b = [], []
+    for i in range(20):
+        swing = rng.uniform(0.7, 1.3)
+        a.append({"task_id": f"t{i}", "kind": kind, "new_tokens": 128,
+                  "decode_ms": 150 * swing * rng.uniform(1 - noise, 1 + noise)})
+        b.append({"task_id": f"t{i}", "kind": kind, "new_tokens": 128,
+                  "decode_ms": 150 * slowdown * swing * rng.uniform(1 - noise, 1 + noise)})
+    return {"methods": {"fastcoder": {"per_task": a}, "fastcoder-x": {"per_task": b}}}
+
+
+def test_paired_comparison_sees_a_small_effect_under_large_machine_swings():
+    """benchmarks/summarize_runs.py's paired per-task ratio: a 3% slowdown under +-30% swings shared by both methods
+    is found with an interval that excludes 1; no difference gives an interval around 1; mismatched records fail."""
+    sr = _summarize_runs()
+    rng = np.random.default_rng(0)
+    slower = [_paired_run(rng, 1.03, 0.02) for _ in range(3)]
+    n, g, lo, hi = sr.paired(slower, "fastcoder", "fastcoder-x")["all"]
+    assert n == 60 and 1.02 < g < 1.04 and 1.0 < lo < g < hi
+    same = [_paired_run(rng, 1.0, 0.02, kind) for kind in ("function", "fim-line")]
+    groups = sr.paired(same, "fastcoder", "fastcoder-x")
+    assert list(groups) == ["function", "fim-line", "all"]
+    n, g, lo, hi = groups["all"]
+    assert n == 40 and lo < 1.0 < hi and hi - lo < 0.03
+    assert sr.paired(same, "fastcoder", "missing") == {}
+    same[0]["methods"]["fastcoder-x"]["per_task"].reverse()
+    with pytest.raises(ValueError):
+        sr.paired(same, "fastcoder", "fastcoder-x")
