@@ -26,7 +26,8 @@ Usage (from the repository root)::
         --methods copyspec,suffix,fastcoder [--json out.json]
 
 Methods are ``fastcoder bench``'s names (``engine.bench.runner.METHOD_SPECS``; ``suffix`` needs
-arctic-inference). Prints one JSON line per method: steps (forward passes), accepted length, mean draft
+arctic-inference), or variants defined on the command line (:func:`parse_variant`), e.g.
+``--variant fastcoder-deep=fastcoder:copy_max_depth=48 --methods fastcoder,fastcoder-deep``. Prints one JSON line per method: steps (forward passes), accepted length, mean draft
 tree size, drafting ms per step, predicted speedup with and without the drafting time, and the
 expected vs accepted draft tokens per step when the drafter gives node estimates (calibration), and per
 node role (a parent's first choice, or an alternative to it) the tried nodes' accepted and estimated
@@ -156,10 +157,37 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
                             for name, (n, a, e) in roles.items() if n}}
 
 
+def parse_variant(spec: str) -> tuple[str, tuple[str, dict]]:
+    """``NAME=BASE:key=value[,key=value...]`` -> (NAME, (BASE's engine method, BASE's options updated with the
+    given ones)): a method to replay beside the others with different decoder options. Values are JSON where they
+    parse (``48``, ``false``, ``0.5``), else strings. Raises ValueError on a malformed spec or an unknown BASE."""
+    from engine.bench.runner import METHOD_SPECS  # noqa: PLC0415
+
+    name, sep, rest = spec.partition("=")
+    base, sep2, opts = rest.partition(":")
+    if not (sep and sep2 and name.strip() and base.strip()):
+        raise ValueError(f"--variant {spec!r}: expected NAME=BASE:key=value[,key=value...]")
+    if base not in METHOD_SPECS:
+        raise ValueError(f"--variant {spec!r}: unknown method {base!r}")
+    engine_method, options = METHOD_SPECS[base]
+    options = dict(options)
+    for item in filter(None, (x.strip() for x in opts.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--variant {spec!r}: {item!r} is not key=value")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return name.strip(), (engine_method, options)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_replay_arguments(ap)
     ap.add_argument("--methods", default="copyspec,suffix,fastcoder")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=BASE:key=value,...",
+                    help="a method NAME that is BASE with these decoder options (repeatable), for --methods")
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--record-candidates", default=None, metavar="PKL",
                     help="pickle every step's candidates of the last method that has them, as (list,), "
@@ -178,8 +206,10 @@ def main(argv=None) -> int:
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(1)
-    from engine.bench.runner import parse_methods  # noqa: PLC0415
+    from engine.bench.runner import METHOD_SPECS, parse_methods  # noqa: PLC0415
     from engine.cost_model import default_cost_cache, load_or_measure_verify_cost  # noqa: PLC0415
+
+    METHOD_SPECS.update(parse_variant(spec) for spec in args.variant)
 
     methods = [m for m in parse_methods(args.methods) if m != "ar"]
     loaded, tasks, refs, common, repos = replay_setup(args.model, args.repo, args.common, args.tasks, args.seed,

@@ -473,3 +473,20 @@ def test_paired_comparison_sees_a_small_effect_under_large_machine_swings():
     same[0]["methods"]["fastcoder-x"]["per_task"].reverse()
     with pytest.raises(ValueError):
         sr.paired(same, "fastcoder", "fastcoder-x")
+
+
+def test_replay_variants_are_bench_methods_with_other_options():
+    """benchmarks/replay_methods.py --variant NAME=BASE:key=value,...: BASE's engine method and options, updated with
+    JSON-parsed values; malformed specs and unknown bases are clear errors."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import replay_methods
+
+    name, (method, options) = replay_methods.parse_variant("deep=fastcoder-no-head:copy_max_depth=48,use_history=false")
+    assert (name, method) == ("deep", "fastcoder")
+    assert options == {"draft_head": False, "copy_max_depth": 48, "use_history": False}
+    assert replay_methods.parse_variant("x=fastcoder:")[1] == bench.runner.METHOD_SPECS["fastcoder"]
+    for bad in ("deep", "deep=fastcoder", "deep=nope:a=1", "deep=fastcoder:a"):
+        with pytest.raises(ValueError):
+            replay_methods.parse_variant(bad)
