@@ -53,6 +53,18 @@ def model_workspace(tmp_path):
     return ws
 
 
+@pytest.fixture()
+def handlers_repo(tmp_path):
+    """A one-file repository (``tmp_path/repo/handlers.py``: twelve near-identical handlers) for the fitting commands'
+    tests: enough repeated code for drafts to be verified and accepted in a few short tasks."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    body = "\n".join(f"def handler_{i}(request, value):\n    result = request.get(value)\n    if result is None:\n"
+                     f"        return handler_{i}.default\n    return result + {i}\n" for i in range(12))
+    (repo / "handlers.py").write_text(body)
+    return repo
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """tiny-py-coder's tokenizer alone (found relative to the clone, like :data:`TINY_CODER`)."""

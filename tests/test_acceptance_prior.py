@@ -115,12 +115,8 @@ def test_the_shipped_prior_is_the_dev_models(tiny_coder, monkeypatch):
 
 
 @pytest.mark.skipif(not TINY_CODER.exists(), reason="dev model not found")
-def test_fit_command_writes_a_prior_the_model_then_uses(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    body = "\n".join(f"def handler_{i}(request, value):\n    result = request.get(value)\n    if result is None:\n"
-                     f"        return handler_{i}.default\n    return result + {i}\n" for i in range(12))
-    (repo / "handlers.py").write_text(body)
+def test_fit_command_writes_a_prior_the_model_then_uses(tmp_path, handlers_repo):
+    repo = handlers_repo
     out = tmp_path / "prior.json"
     proc = subprocess.run([sys.executable, "-m", "engine", "fit-acceptance-prior", "--model", str(TINY_CODER),
                            "--repo", str(repo), "--kinds", "function", "--tasks", "3", "--max-new-tokens", "24",

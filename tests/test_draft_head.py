@@ -251,7 +251,7 @@ def test_the_decoder_feeds_the_head_the_pending_tokens_row_and_stays_lossless(ti
     assert off.depth_one is None
 
 
-def test_fit_command_writes_a_head_the_decoder_then_uses(tmp_path, tiny, monkeypatch):
+def test_fit_command_writes_a_head_the_decoder_then_uses(tmp_path, handlers_repo, tiny, monkeypatch):
     """``fastcoder fit-draft-head`` (tiny settings) trains, calibrates and writes a head of the model's identity that
     find_draft_head then serves; a missing repository is a clear error."""
     import json
@@ -259,11 +259,7 @@ def test_fit_command_writes_a_head_the_decoder_then_uses(tmp_path, tiny, monkeyp
     import subprocess
     import sys
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    body = "\n".join(f"def handler_{i}(request, value):\n    result = request.get(value)\n    if result is None:\n"
-                     f"        return handler_{i}.default\n    return result + {i}\n" for i in range(12))
-    (repo / "handlers.py").write_text(body)
+    repo = handlers_repo
     out = tmp_path / "head.npz"
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run([sys.executable, "-m", "engine", "fit-draft-head", "--model", str(MODEL), "--repo", str(repo),

@@ -10,7 +10,9 @@ from engine.decoder import decode_one_token, prefill
 from engine.kv_cache import new_kv_cache
 torch.set_num_threads(1)
 repo = sys.argv[1] if len(sys.argv) > 1 else "jinja2"
-loaded, tasks, refs, common, repos = replay_setup("/work/shared/models/tiny-py-coder", f"/work/main/.venv/lib/python3.11/site-packages/{repo}", "stdlib", 10, 0, 128, "function")
+MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
+SITE = ROOT / ".venv" / "lib" / "python3.11" / "site-packages"
+loaded, tasks, refs, common, repos = replay_setup(MODEL, str(SITE / repo), "stdlib", 10, 0, 128, "function")
 m = loaded.model
 res = {"plain": [], "after_propose": [], "after_touch": [], "propose_ms": []}
 junk = np.zeros(24 * 2**20 // 8)
