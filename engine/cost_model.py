@@ -295,7 +295,14 @@ CHEAP_VERIFY_EXTRA = 0.25
 #: (benchmarks/results/2026-11-26g/replay_variants.py, replay_h200_curve/). The replay gave the H200's measured
 #: trees (pluggy ``function``: accepted length 4.27 vs 4.29 measured, 11.5 vs 11.4 draft tokens). With the CPU's
 #: curve the same settings gave -3% / +1% / +2% on ``function`` without the drafting time, less with it.
-CHEAP_VERIFY_DRAFTING = {"retrieve_beside_copy": True, "copy_factor": 6.0}
+#: Trees, copies and continuations 48 tokens deep instead of 24 (measured H100 float32 curve, the same replay, predicted
+#: speedup without drafting time, 24 -> 48): ``function`` pluggy / jinja2 / pygls 4.135 / 4.856 / 5.317 -> 4.176 /
+#: 5.001 / 5.608, ``fim-block`` 4.377 / 5.351 / 5.415 -> 4.554 / 5.686 / 5.886 (benchmarks/results/2026-11-26n/).
+#: Measured on the H100 against ``fastcoder-depth24`` (four cells, one run, benchmarks/results/2026-11-26g/h100c/):
+#: accepted length +3-9% as replayed, 3-8% fewer steps, forwards 1-3% dearer (16% in one cell), decode speed paired per task run
+#: 1.013 (0.976-1.052), ``function`` 1.033 (0.981-1.085): a small gain, not yet beyond the noise of one run.
+CHEAP_VERIFY_DRAFTING = {"retrieve_beside_copy": True, "copy_factor": 6.0,
+                         "tree_max_depth": 48, "copy_max_depth": 48, "draft_len": 48}
 
 
 def verification_is_cheap(cost: VerifyCost) -> bool:

@@ -208,12 +208,12 @@ class SpeculativeDecoder:
             if hasattr(self.cost, "prepare_tables"):  # every context bucket's table now, not in a decode step
                 self.cost.prepare_tables(MAX_DRAFT_TOKENS)
             self.options.setdefault("draft_budget", MAX_DRAFT_TOKENS)  # a cap: the cost model sizes trees
-            if method != "sdsat":  # trees keep ~4-16 nodes: sample fewer matches, shorter continuations
-                self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
-                self.options.setdefault("draft_len", SIZED_DRAFT_LEN)
             if method == "fastcoder" and verification_is_cheap(self.cost):  # more candidates where they cost nothing
                 for key, value in CHEAP_VERIFY_DRAFTING.items():
                     self.options.setdefault(key, value)
+            if method != "sdsat":  # trees keep ~4-16 nodes: sample fewer matches, shorter continuations
+                self.options.setdefault("max_matches", SIZED_MAX_MATCHES)
+                self.options.setdefault("draft_len", SIZED_DRAFT_LEN)
         if method in ("rest", "fastcoder", "fastcoder+sdsat") and "draft_budget" not in self.options \
                 and "budget" not in self.options:
             self.options["draft_budget"] = default_draft_budget(loaded.device)

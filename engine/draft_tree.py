@@ -261,7 +261,7 @@ SIZED_MAX_DEPTH = 24
 
 
 def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_prob: float = 0.0,
-                     estimator=None, cost=None) -> DraftTree:
+                     estimator=None, cost=None, max_depth: int = SIZED_MAX_DEPTH) -> DraftTree:
     """Merge the candidates of several sources into one weighted trie and keep the best nodes.
 
     Args:
@@ -277,6 +277,8 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
             best-first prefix (by estimated path probability) that maximises expected committed
             tokens per unit of verify cost (:func:`engine.acceptance.choose_by_cost`), with ``budget``
             and ``min_prob`` as caps; the tree then carries each node's estimate bucket in ``keys``.
+        max_depth: with ``estimator`` and ``cost``, continuations are cut to this many tokens (the tree's
+            depth bound, :data:`SIZED_MAX_DEPTH` by default; ignored otherwise).
 
     Returns:
         A :class:`DraftTree` with at most ``budget`` nodes, prefix-closed: a node's weight is the
@@ -290,13 +292,13 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     if sized:
         lib = native.library()
         if lib is not None and type(estimator) is AcceptanceEstimator:
-            tree = _native_tree_module().build_sized_parts(lib, parts, budget, min_prob, estimator, cost)
+            tree = _native_tree_module().build_sized_parts(lib, parts, budget, min_prob, estimator, cost, max_depth)
             if tree is not None:
                 return tree
-        tree = _build_sized(parts, budget, min_prob, estimator, cost)
+        tree = _build_sized(parts, budget, min_prob, estimator, cost, max_depth)
         if tree is not None:
             return tree
-    trie = _trie(parts, sized)
+    trie = _trie(parts, sized, max_depth)
     if trie is None:  # only empty rows
         tree = DraftTree.empty()
         if sized:
@@ -342,7 +344,7 @@ def _native_tree_module():
     return _NATIVE_TREE[0]
 
 
-def _trie(parts: Sequence[Candidates], sized: bool):
+def _trie(parts: Sequence[Candidates], sized: bool, max_depth: int = SIZED_MAX_DEPTH):
     """One trie over every source's continuations: the rows inserted one by one, source after source,
     token by token (a node is a distinct prefix; a row ends at its first negative token), then every
     per-node sum taken with array operations over the inserted cells.
@@ -378,8 +380,8 @@ def _trie(parts: Sequence[Candidates], sized: bool):
         if sized and k > SIZED_MAX_ROWS:  # the cost model keeps few nodes: skip rare rows
             top = np.argsort(-counts, kind="stable")[:SIZED_MAX_ROWS]
             rows, counts = rows[top], counts[top]
-        if sized and rows.shape[1] > SIZED_MAX_DEPTH:
-            rows = rows[:, :SIZED_MAX_DEPTH]
+        if sized and rows.shape[1] > max_depth:
+            rows = rows[:, :max_depth]
         width = max(width, rows.shape[1])
         wts.append(counts * cand.weight)
         shs.append(counts / total)
@@ -464,9 +466,9 @@ def _choose_by_estimate(cells, parent, token, depth, source, share, match, budge
 SIZED_PYTHON_NODES = 40
 
 
-def _sized_rows(cand: Candidates) -> tuple | None:
+def _sized_rows(cand: Candidates, max_depth: int = SIZED_MAX_DEPTH) -> tuple | None:
     """One source's rows as the sized builders insert them: ``(rows, row_counts, total, weight, bit,
-    match_length)`` with ``rows`` a (K, <= SIZED_MAX_DEPTH) int array of the (at most SIZED_MAX_ROWS most
+    match_length)`` with ``rows`` a (K, <= max_depth) int array of the (at most SIZED_MAX_ROWS most
     frequent) continuations, ``row_counts`` their counts (a list of Python numbers), ``total`` the float64
     sum of all the source's counts (>= 1e-12), or None for inputs outside the shortcuts (negative or
     non-finite counts, a sum that is not exact)."""
@@ -495,14 +497,15 @@ def _sized_rows(cand: Candidates) -> tuple | None:
         rows, row_counts = rows[top], [all_counts[i] for i in top]
     else:
         rows, row_counts = rows[:k], all_counts[:k]
-    if rows.shape[1] > SIZED_MAX_DEPTH:
-        rows = rows[:, :SIZED_MAX_DEPTH]
+    if rows.shape[1] > max_depth:
+        rows = rows[:, :max_depth]
     if not (0.0 <= total < math.inf and (not row_counts or min(row_counts) >= 0.0)):
         return None  # shares could be negative: the fold below assumes a node's best share >= 0
     return rows, row_counts, max(total, 1e-12), float(cand.weight), int(cand.source), max(int(cand.match_length), 0)
 
 
-def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, estimator, cost) -> DraftTree | None:
+def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, estimator, cost,
+                 max_depth: int = SIZED_MAX_DEPTH) -> DraftTree | None:
     """:func:`build_draft_tree` with ``estimator`` and ``cost`` (``parts`` non-empty, ``budget`` > 0): the
     same tree, bit for bit, as :func:`_trie` + :func:`_choose_by_estimate` build, in plain Python.
 
@@ -521,7 +524,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     """
     prepared = []
     for cand in parts:
-        rows = _sized_rows(cand)
+        rows = _sized_rows(cand, max_depth)
         if rows is None:
             return None
         prepared.append(rows)
@@ -543,7 +546,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     base: list[int] = []       # acceptance-estimate bucket but for the share (acceptance.bucket_bases)
     n = 0
     for rows, row_counts, total, part_weight, bit, length in prepared:
-        bases = bucket_bases(bit, length, SIZED_MAX_DEPTH)
+        bases = bucket_bases(bit, length, max_depth)
         n0 = n
         shares: list[float] = []        # this source's share of the nodes it created (node n0 + j)
         old_shares: dict[int, float] = {}  # and of nodes earlier sources created
@@ -588,7 +591,7 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
             source[nid] |= bit
             if length > match[nid]:
                 match[nid] = length
-            base[nid] = bucket_bases(source[nid], match[nid], SIZED_MAX_DEPTH)[depth[nid]]
+            base[nid] = bucket_bases(source[nid], match[nid], max_depth)[depth[nid]]
         best.extend(shares)
         source.extend([bit] * len(shares))
         match.extend([length] * len(shares))

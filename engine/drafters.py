@@ -24,7 +24,7 @@ from .datastore import MatchState
 from .history import (CompletionHistory, TokenMirror, continuation_candidates, count_continuations,
                       longest_agreement, sequences_from)
 from .native import propose as native_propose
-from .draft_tree import (SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates,
+from .draft_tree import (SIZED_MAX_DEPTH, SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates,
                          DraftTree, build_draft_tree)
 
 
@@ -287,6 +287,12 @@ class FastCoderOptions:
     sets it (with ``copy_factor`` 6) where verification is cheap, a flat c(n) such as a GPU's
     (:data:`engine.cost_model.CHEAP_VERIFY_DRAFTING`), where the extra candidates cost nothing to verify.
 
+    ``tree_max_depth``: the cost-sized tree's depth bound (tokens; every source's continuations are cut to it).
+    24 (:data:`engine.draft_tree.SIZED_MAX_DEPTH`) by default; where verification is cheap the decoder sets 48 with
+    ``copy_max_depth`` and the retrieval's ``draft_len`` (:data:`engine.cost_model.CHEAP_VERIFY_DRAFTING`): on an
+    H100, 9-20% of fastcoder's `function` and `fim-block` steps accepted 20 or more tokens, and a step that accepts
+    a whole 24-token path then needs another forward for what a deeper one would have verified at once.
+
     ``cache_min_sequences`` is 0, not the paper's 50: a benchmark task or a newly opened document
     never holds 50 sequences, so the cache of the generation's own output went unused. Measured by an
     oracle replay of the benchmark (``benchmarks/replay_methods.py``; 10 function tasks x 128 tokens,
@@ -308,6 +314,7 @@ class FastCoderOptions:
     use_history: bool = True
     retrieve_beside_copy: bool = False
     copy_max_depth: int = 24
+    tree_max_depth: int = SIZED_MAX_DEPTH
     copy_factor: float = 3.0
     copy_min_prob: float = 0.1
     seed: int = 0
@@ -413,7 +420,8 @@ class FastCoderDrafter:
                 tree = native_propose.propose_native(self, context, cost)
                 if tree is not None:
                     return tree
-        return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost)
+        return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost,
+                                self.opts.tree_max_depth)
 
     def cost_at(self, context_len: int):
         """The verify cost curve at a KV cache of ``context_len`` tokens (:meth:`engine.cost_model.VerifyCost.at`,

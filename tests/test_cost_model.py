@@ -367,7 +367,10 @@ def test_cheap_verification_searches_every_source_beside_the_copy():
     def drafter_opts(cost, **options):
         return SpeculativeDecoder(loaded, method="fastcoder", verify_cost=cost, **options)._make_drafter(None).opts
 
-    opts = drafter_opts(h200)
-    assert {k: getattr(opts, k) for k in CHEAP_VERIFY_DRAFTING} == CHEAP_VERIFY_DRAFTING
+    drafter = SpeculativeDecoder(loaded, method="fastcoder", verify_cost=h200)._make_drafter(None)
+    chosen = {**vars(drafter.ret), **vars(drafter.opts)}  # retrieval options (draft_len) and FastCoder's
+    assert {k: chosen[k] for k in CHEAP_VERIFY_DRAFTING} == CHEAP_VERIFY_DRAFTING
+    cpu_drafter = SpeculativeDecoder(loaded, method="fastcoder", verify_cost=cpu)._make_drafter(None)
+    assert (cpu_drafter.opts.tree_max_depth, cpu_drafter.opts.copy_max_depth, cpu_drafter.ret.draft_len) == (24, 24, 24)
     assert (drafter_opts(cpu).retrieve_beside_copy, drafter_opts(cpu).copy_factor) == (False, 3.0)
     assert drafter_opts(h200, retrieve_beside_copy=False).retrieve_beside_copy is False  # explicit wins

@@ -108,7 +108,7 @@ def raw_sources(draw):
     parts = []
     for source in draw(st.lists(st.sampled_from([SOURCE_REPO, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_CACHE]),
                                 min_size=1, max_size=5)):
-        width = draw(st.integers(1, dt.SIZED_MAX_DEPTH + 6))
+        width = draw(st.integers(1, 2 * dt.SIZED_MAX_DEPTH + 6))
         k = draw(st.integers(1, dt.SIZED_MAX_ROWS + 8))
         top = draw(st.integers(1, 3))
         rows = np.asarray(draw(st.lists(st.lists(st.integers(-1, top), min_size=width + 2, max_size=width + 2),
@@ -127,26 +127,30 @@ def raw_sources(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(raw_sources(), st.integers(1, 64), st.sampled_from([0.0, 0.2]), st.integers(0, 3))
-def test_sized_builder_from_raw_sources_equals_python_and_reference(parts, budget, min_prob, seed):
+@given(raw_sources(), st.integers(1, 64), st.sampled_from([0.0, 0.2]), st.integers(0, 3),
+       st.sampled_from([dt.SIZED_MAX_DEPTH, 2 * dt.SIZED_MAX_DEPTH, 3]))
+def test_sized_builder_from_raw_sources_equals_python_and_reference(parts, budget, min_prob, seed, max_depth):
     """The C preparation of the sources' own arrays (engine.native.tree.build_sized_parts) and its fallbacks
     build the Python builder's trees (the row and depth cuts, stable ties among the most frequent rows, the
-    counts' sum, every token dtype and row layout), and the reference's where it takes the input (2-D rows,
-    a count per row)."""
+    counts' sum, every token dtype and row layout), at the default depth bound and at others (48: where
+    verification is cheap), and the reference's where it takes the input (2-D rows, a count per row, the
+    default depth)."""
     if native.library() is None:
         pytest.skip("no C compiler: the native builder is not built here")
     parts = [p for p in parts if p.tokens.size and len(p.counts)]
     est = _trained(seed)
-    got = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST))
+    got = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST, max_depth))
+    depths = got[2][1]
+    assert not depths or max(depths) <= max_depth
     saved = native._state.get("lib")
     native._state["lib"] = None
     try:
         assert native.library() is None
-        python = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST))
+        python = tree_fields(build_draft_tree(parts, budget, min_prob, est, COST, max_depth))
     finally:
         native._state["lib"] = saved
     assert got == python
-    if all(p.tokens.ndim == 2 and len(p.tokens) == len(p.counts) for p in parts):
+    if max_depth == dt.SIZED_MAX_DEPTH and all(p.tokens.ndim == 2 and len(p.tokens) == len(p.counts) for p in parts):
         assert got == tree_fields(reference_build_draft_tree(parts, budget, min_prob, est, COST))
 
 
@@ -177,6 +181,30 @@ def test_sized_builder_reading_the_sources_own_memory_equals_python(parts, budge
     finally:
         native._state["lib"] = saved
     assert got == python
+
+
+def test_the_depth_bound_lets_a_long_copy_be_verified_whole_where_verification_is_cheap():
+    """A 40-token continuation that every estimate trusts, on a flat c(n): cut at the default 24 tokens, kept whole
+    with a bound of 48 (the cheap-verification setting), by the native builder and the Python one alike."""
+    from engine.cost_model import VerifyCost
+    from engine.draft_tree import SOURCE_CONTEXT
+
+    est = AcceptanceEstimator()
+    est.tried[:] = 1000
+    est.accepted[:] = 999
+    row = np.arange(100, 140, dtype=np.int64)[None]
+    parts = [Candidates(row, np.array([9.0]), 1.0, SOURCE_CONTEXT, 12)]
+    flat = VerifyCost.flat()
+    for lib in (native.library(), None):  # the C builder (where built), then the Python one
+        saved = native._state.get("lib")
+        native._state["lib"] = lib
+        try:
+            default = build_draft_tree(parts, 64, 0.0, est, flat)
+            deep = build_draft_tree(parts, 64, 0.0, est, flat, 48)
+        finally:
+            native._state["lib"] = saved
+        assert default.tokens.tolist() == list(range(100, 124)) and int(default.depths.max()) == dt.SIZED_MAX_DEPTH
+        assert deep.tokens.tolist() == list(range(100, 140)) and int(deep.depths.max()) == 40
 
 
 def _parts(counts_a, counts_b):

@@ -84,7 +84,7 @@ def test_tiny_coder_real_code_every_method_lossless(tiny_coder, real_code_prompt
 
 def test_fastcoder_with_cheap_verification_stays_lossless(tiny_coder, real_code_prompts):
     """A flat c(n) (a GPU's) makes fastcoder search D_r and D_c beside the context copy and build wider trees
-    (engine.cost_model.CHEAP_VERIFY_DRAFTING); the output is still the greedy output."""
+    and deeper ones (engine.cost_model.CHEAP_VERIFY_DRAFTING); the output is still the greedy output."""
     from engine.cost_model import VerifyCost
     from engine.datastore import Datastore
 
@@ -94,7 +94,8 @@ def test_fastcoder_with_cheap_verification_stays_lossless(tiny_coder, real_code_
     ar = SpeculativeDecoder(tiny_coder, method="ar")
     wide = SpeculativeDecoder(tiny_coder, method="fastcoder", repo_datastore=store, common_datastore=store,
                               verify_cost=VerifyCost.flat())
-    assert wide._make_drafter(None).opts.retrieve_beside_copy
+    opts = wide._make_drafter(None).opts
+    assert opts.retrieve_beside_copy and opts.tree_max_depth == 48  # and trees twice as deep
     for name, ids in real_code_prompts[:4]:
         res = wide.generate(ids, max_new_tokens=96)
         assert res.token_ids == ar.generate(ids, max_new_tokens=96).token_ids, f"diverged from greedy on {name}"

@@ -57,7 +57,7 @@ class LineStarts:
 
 
 def _drafter(native_on: bool, cache_seqs, history_gens, table, seed: int, cache_tokens: int, history_tokens: int,
-             beside: bool = False):
+             beside: bool = False, depth: int = 24):
     cache = FastCoderCache(max_tokens=cache_tokens)
     for seq in cache_seqs:
         cache.add(seq)
@@ -65,8 +65,9 @@ def _drafter(native_on: bool, cache_seqs, history_gens, table, seed: int, cache_
     for prompt, out in history_gens:
         history.add(prompt, out)
     d = FastCoderDrafter(Store(table), Store({k: [r[::-1] for r in v] for k, v in table.items()}, 3), LineStarts(),
-                         cache=cache, options=FastCoderOptions(seed=seed, retrieve_beside_copy=beside),
-                         retrieval=RetrievalOptions(draft_len=8, budget=64, max_matches=32),
+                         cache=cache, options=FastCoderOptions(seed=seed, retrieve_beside_copy=beside,
+                                                               tree_max_depth=depth, copy_max_depth=depth),
+                         retrieval=RetrievalOptions(draft_len=8 if depth == 24 else depth, budget=64, max_matches=32),
                          estimator=_trained(seed), cost=COST, history=history)
     if not native_on:
         d._native = False
@@ -87,14 +88,15 @@ tables = st.dictionaries(st.tuples(tok, tok), st.lists(st.lists(tok, min_size=1,
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seqs, gens, tables, st.lists(tok, min_size=1, max_size=40), st.integers(0, 3), st.integers(16, 400),
-       st.integers(8, 200), st.booleans())
+@given(seqs, gens, tables, st.lists(tok, min_size=1, max_size=80), st.integers(0, 3), st.integers(16, 400),
+       st.integers(8, 200), st.booleans(), st.sampled_from([24, 48]))
 def test_native_step_gives_the_python_tree_and_side_effects(cache_seqs, history_gens, table, stream, seed,
-                                                            cache_tokens, history_tokens, beside):
+                                                            cache_tokens, history_tokens, beside, depth):
     """Both retrieval policies: D_r and D_c only where neither the cache nor the copy continues the context, or at
-    every cache miss beside the copy (``retrieve_beside_copy``, chosen where verification is cheap)."""
-    fast = _drafter(True, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside)
-    slow = _drafter(False, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside)
+    every cache miss beside the copy (``retrieve_beside_copy``, chosen where verification is cheap); trees,
+    copies and continuations at most 24 tokens deep, or 48 (also chosen where verification is cheap)."""
+    fast = _drafter(True, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside, depth)
+    slow = _drafter(False, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside, depth)
     assert fast._native, "the default configuration must take the native step"
     prompt = np.asarray(stream[:max(1, len(stream) // 3)], dtype=np.int64)
     fast.reset(prompt)

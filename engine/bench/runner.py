@@ -28,6 +28,9 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-strategy": ("fastcoder", {"use_strategy": False}),
     # without the draft head's depth-1 estimates (engine.draft_head)
     "fastcoder-no-head": ("fastcoder", {"draft_head": False}),
+    # trees, copies and continuations at most 24 tokens deep even where verification is cheap (the default there
+    # is 48: engine.cost_model.CHEAP_VERIFY_DRAFTING); on a CPU the same as fastcoder
+    "fastcoder-depth24": ("fastcoder", {"tree_max_depth": 24, "copy_max_depth": 24, "draft_len": 24}),
     # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
     # CPU, nodes below a 0.2 share pruned
     "fastcoder-fixed": ("fastcoder", {"size_by_cost": False}),

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..acceptance import AcceptanceEstimator
 from ..datastore.matching import NATIVE_TAIL_MAX
-from ..draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree, \
+from ..draft_tree import SIZED_MAX_ROWS, SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree, \
     build_draft_tree
 from . import library
 from .tree import _local, _tree_from, pack_parts, set_limits, thread_scratch
@@ -109,7 +109,7 @@ def prepare(drafter, prompt_len: int) -> None:
     drafter.cache.mirror.sync(drafter.cache._buf)
     cost = drafter.cost_at(prompt_len + 1)
     if getattr(cost, "upto", None) is not None:
-        set_limits(thread_scratch(), cost, drafter.ret.budget, drafter.ret.min_prob)
+        set_limits(thread_scratch(drafter.opts.tree_max_depth), cost, drafter.ret.budget, drafter.ret.min_prob)
 
 
 class ProposeArgs:
@@ -125,7 +125,7 @@ class ProposeArgs:
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
                          idx.max_tokens]
-        self.pa[14:16] = [SIZED_MAX_ROWS, SIZED_MAX_DEPTH]
+        self.pa[14:16] = [SIZED_MAX_ROWS, opts.tree_max_depth]
         self.pa[18] = cache.n_min
         self.pd[:] = [idx.factor, idx.min_prob, hist.factor if hist else 0.0]
         self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
@@ -171,7 +171,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     idx = drafter.context_index
     idx.extend_to(context)
     seq = idx._native if idx._native is not None else idx._native_buffers()
-    sc = thread_scratch()
+    sc = thread_scratch(drafter.opts.tree_max_depth)
     if getattr(cost, "upto", None) is None or not sc.use_estimator(drafter.estimator):
         return None
     pa = args.pa
@@ -230,7 +230,7 @@ def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_pro
     copied = drafter.context_index.candidates() if drafter.opts.retrieve_beside_copy else None
     earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
     return build_draft_tree(parts + [c for c in (copied, earlier) if c is not None], budget, min_prob,
-                            drafter.estimator, cost)
+                            drafter.estimator, cost, drafter.opts.tree_max_depth)
 
 
 def _retrieve_native(lib, drafter, args: ProposeArgs, key: tuple, n_ctx: int, cache_len: int) -> int | None:

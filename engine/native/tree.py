@@ -159,11 +159,13 @@ def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
     return _tree_from(sc, kept)
 
 
-def thread_scratch() -> _NativeScratch:
-    """This thread's scratch of default size (made on first use)."""
+def thread_scratch(width: int = SIZED_MAX_DEPTH) -> _NativeScratch:
+    """This thread's scratch (made on first use), its rows at least ``width`` tokens wide (the trees' depth bound:
+    remade wider when a drafter's bound exceeds it)."""
     sc = getattr(_local, "scratch", None)
-    if sc is None:
-        sc = _local.scratch = _NativeScratch()
+    if sc is None or sc.fits[1] < width:
+        rows, _, parts, table = sc.fits if sc is not None else (128, 0, 8, 256)
+        sc = _local.scratch = _NativeScratch(rows, max(width, SIZED_MAX_DEPTH), parts, table)
     return sc
 
 
@@ -260,7 +262,7 @@ def pack_parts(sc: _NativeScratch, parts: list) -> int:
 
 
 def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator: AcceptanceEstimator,
-                      cost) -> DraftTree | None:
+                      cost, max_depth: int = SIZED_MAX_DEPTH) -> DraftTree | None:
     """The same tree as :func:`engine.draft_tree._build_sized`, bit for bit, from the sources' own arrays: the
     C code (``fc_build_sized_parts``) also does :func:`engine.draft_tree._sized_rows`'s preparation (the most
     frequent rows, the depth cut, the counts' sum), which took most of a step's ~0.1 ms of tree building
@@ -270,18 +272,19 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
         parts: non-empty :class:`engine.draft_tree.Candidates` (tokens: (K, L) or (L,) int32/int64 arrays
             with contiguous rows; counts: (M,) int64 or float64 contiguous arrays).
         budget, min_prob, estimator, cost: as :func:`build_sized_native`; ``cost`` must have ``upto``.
+        max_depth: rows are cut to this many tokens (the tree's depth bound).
     Returns:
         The tree, or None where the caller must take :func:`engine.draft_tree._build_sized` (other dtypes or
         layouts, counts whose sum Python must take, NaN estimates, more sources than the scratch holds).
     """
     upto = getattr(cost, "upto", None)
     n_parts = len(parts)
-    sc = thread_scratch()
+    sc = thread_scratch(max_depth)
     if upto is None or n_parts > sc.fits[2] or not sc.use_estimator(estimator):
         return None
     if pack_parts(sc, parts) < 0:
         return None
     set_limits(sc, cost, budget, min_prob)
-    kept = lib.fc_build_sized_parts(*sc.args, *sc.parts_args, n_parts, SIZED_MAX_ROWS, SIZED_MAX_DEPTH,
+    kept = lib.fc_build_sized_parts(*sc.args, *sc.parts_args, n_parts, SIZED_MAX_ROWS, max_depth,
                                     sc.fits[0], sc.fits[1])
     return _tree_from(sc, kept)
