@@ -51,7 +51,10 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
 SDSAT_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base in ("sdsat", "fastcoder+sdsat"))
 #: Methods that need the optional arctic-inference install: not run unless asked for.
 SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base == "suffix")
-DEFAULT_METHODS = tuple(m for m in METHOD_SPECS if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS)
+#: Ablations that differ from fastcoder only where verification is cheap (a GPU's flat c(n)): not run unless asked for.
+CHEAP_VERIFY_BENCH_METHODS = ("fastcoder-depth24",)
+DEFAULT_METHODS = tuple(m for m in METHOD_SPECS
+                        if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS + CHEAP_VERIFY_BENCH_METHODS)
 REFERENCE_METHOD = "ar"
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
 HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix", "history")
