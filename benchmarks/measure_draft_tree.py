@@ -5,7 +5,7 @@ where REC.pkl holds ``(rec,)``: a list of per-decode-step lists of :class:`engin
 recorded from fastcoder's drafter by ``benchmarks/replay_methods.py --methods fastcoder
 --record-candidates REC.pkl``. An estimator is trained by replaying the steps (each tree's
 first-child chain accepted with probability 0.6 per node), then every step is built by
-:func:`engine.draft_tree._build_sized` and by the array builder it replaced (``_trie`` +
+:func:`engine.tree_builder._build_sized` and by the array builder it replaced (``_trie`` +
 ``_choose_by_estimate``, still the module's fallback); every DraftTree field must be equal, and both are
 timed: milliseconds per step over all steps, best of 5 passes (and the spread), interleaved.
 """
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from engine import draft_tree as dt
+from engine import tree_builder as dt
 from engine.acceptance import AcceptanceEstimator
 from engine.cost_model import VerifyCost
 

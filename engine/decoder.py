@@ -118,7 +118,7 @@ MAX_DRAFT_TOKENS = 64
 KV_HEADROOM = 256 + MAX_DRAFT_TOKENS
 #: Retrieval settings when trees are sized by cost: occurrences sampled per datastore query and tokens
 #: per continuation (REST's 128 and 16 cost ~0.3 ms a step more for nodes the cost model drops; 24 tokens,
-#: engine.draft_tree.SIZED_MAX_DEPTH, so that a long copy can be verified whole in one forward).
+#: engine.tree_builder.SIZED_MAX_DEPTH, so that a long copy can be verified whole in one forward).
 SIZED_MAX_MATCHES = 32
 SIZED_DRAFT_LEN = 24
 

@@ -24,8 +24,8 @@ from .datastore import MatchState
 from .history import (CompletionHistory, TokenMirror, continuation_candidates, count_continuations,
                       longest_agreement, sequences_from)
 from .native import propose as native_propose
-from .draft_tree import (SIZED_MAX_DEPTH, SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates,
-                         DraftTree, build_draft_tree)
+from .draft_tree import SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates, DraftTree
+from .tree_builder import SIZED_MAX_DEPTH, build_draft_tree
 
 
 class Drafter(Protocol):
@@ -51,7 +51,7 @@ class RetrievalOptions:
     n_max/n_min: longest/shortest context suffix searched (tokens); draft_len: tokens per
     continuation; max_matches: occurrences sampled per query; budget: draft tokens per tree;
     min_prob: estimated acceptance probability below which a draft node is pruned
-    (:func:`engine.draft_tree.build_draft_tree`).
+    (:func:`engine.tree_builder.build_draft_tree`).
     """
 
     n_max: int = 16
@@ -288,7 +288,7 @@ class FastCoderOptions:
     (:data:`engine.cost_model.CHEAP_VERIFY_DRAFTING`), where the extra candidates cost nothing to verify.
 
     ``tree_max_depth``: the cost-sized tree's depth bound (tokens; every source's continuations are cut to it).
-    24 (:data:`engine.draft_tree.SIZED_MAX_DEPTH`) by default; where verification is cheap the decoder sets 48 with
+    24 (:data:`engine.tree_builder.SIZED_MAX_DEPTH`) by default; where verification is cheap the decoder sets 48 with
     ``copy_max_depth`` and the retrieval's ``draft_len`` (:data:`engine.cost_model.CHEAP_VERIFY_DRAFTING`): on an
     H100, 9-20% of fastcoder's `function` and `fim-block` steps accepted 20 or more tokens, and a step that accepts
     a whole 24-token path then needs another forward for what a deeper one would have verified at once.
@@ -412,7 +412,7 @@ class FastCoderDrafter:
         In the default configuration the sources are searched and the tree built by one native call
         (:func:`engine.native.propose.propose_native`: the same tree bit for bit, ~70 us a step instead of
         ~200 us with the caches cold after a verify forward); :meth:`candidates` and
-        :func:`engine.draft_tree.build_draft_tree` otherwise."""
+        :func:`engine.tree_builder.build_draft_tree` otherwise."""
         cost = self.cost
         if cost is not None:
             cost = self.cost_at(len(context))

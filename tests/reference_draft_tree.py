@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, DraftTree
+from engine.draft_tree import DraftTree
+from engine.tree_builder import SIZED_MAX_DEPTH, SIZED_MAX_ROWS
 
 
 def reference_build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_prob: float = 0.0,

@@ -8,7 +8,8 @@ import pytest
 from conftest import loaded_random
 from engine.acceptance import AcceptanceEstimator, alternatives, bucket_keys, choose_by_cost
 from engine.cost_model import VerifyCost, load_or_measure_verify_cost, measure_verify_cost
-from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates, build_draft_tree
+from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates
+from engine.tree_builder import build_draft_tree
 
 
 def _candidates(rows, counts, source=SOURCE_REPO, match=6):

@@ -16,11 +16,12 @@ from test_draft_tree_sized import _trained
 from test_incremental_retrieval import candidate_sets, tree_fields
 
 from engine import draft_head as dh
-from engine import draft_tree as dt
+from engine import tree_builder as dt
 from engine import native
 from engine.acceptance import AcceptanceEstimator
 from engine.cost_model import VerifyCost
-from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates, build_draft_tree
+from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates
+from engine.tree_builder import build_draft_tree
 
 COST = VerifyCost([1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
                   [1.3435, 1.5717, 1.6664, 1.8026, 1.9834, 2.1364, 2.418, 2.6945, 3.3182, 3.882], 7.3, 512)

@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, build_draft_tree
+from engine.draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates
+from engine.tree_builder import build_draft_tree
 from engine.drafters import ContextIndex, CopySpecDrafter, FastCoderCache, FastCoderDrafter, FastCoderOptions
 
 

@@ -1,4 +1,4 @@
-"""The cost-sized draft-tree builder (engine.draft_tree._build_sized: plain Python, with array calls for
+"""The cost-sized draft-tree builder (engine.tree_builder._build_sized: plain Python, with array calls for
 large trees, or the C builder of engine/native) builds the very trees of the node-by-node reference
 (tests/reference_draft_tree.py), in both of its regimes and on inputs outside its shortcuts (negative
 counts, NaN estimates), and the acceptance helpers it uses give the ids and floats of their array versions."""
@@ -13,10 +13,11 @@ from reference_draft_tree import reference_build_draft_tree
 from test_incremental_retrieval import candidate_sets, tree_fields
 
 from engine import acceptance, native
-from engine import draft_tree as dt
+from engine import tree_builder as dt
 from engine.acceptance import AcceptanceEstimator
 from engine.cost_model import VerifyCost
-from engine.draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, build_draft_tree
+from engine.draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates
+from engine.tree_builder import build_draft_tree
 
 COST = VerifyCost([1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
                   [1.3435, 1.5717, 1.6664, 1.8026, 1.9834, 2.1364, 2.418, 2.6945, 3.3182, 3.882], 7.3, 512)

@@ -247,7 +247,7 @@ def test_array_tree_builder_equals_node_by_node_builder(parts, budget, min_prob,
 
     from engine.acceptance import AcceptanceEstimator
     from engine.cost_model import VerifyCost
-    from engine.draft_tree import build_draft_tree
+    from engine.tree_builder import build_draft_tree
 
     est = cost = None
     if sized:

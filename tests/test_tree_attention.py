@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from engine.draft_tree import Candidates, DraftTree, build_draft_tree
+from engine.draft_tree import Candidates, DraftTree
+from engine.tree_builder import build_draft_tree
 from engine.verify import compact_cache, tree_forward
 from tests.conftest import random_model
 

@@ -1,6 +1,6 @@
 """Native (C) versions of the decoder's per-step drafting code, compiled on first use and loaded with ctypes.
 
-Every decode step builds a draft tree (:func:`engine.draft_tree.build_draft_tree`) and a context copy
+Every decode step builds a draft tree (:func:`engine.tree_builder.build_draft_tree`) and a context copy
 (:meth:`engine.context_match.SuffixMatchIndex.draft`); in Python they cost ~0.25 and ~0.15 ms of a
 ~7-15 ms CPU step, time a lossless decoder has to win back with accepted tokens. ``draft_tree.c`` gives
 the same trees and drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight

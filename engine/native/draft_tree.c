@@ -1,4 +1,4 @@
-/* The cost-sized draft-tree builder of engine/draft_tree.py (_build_sized) in C, the same trees bit for bit.
+/* The cost-sized draft-tree builder of engine/tree_builder.py (_build_sized) in C, the same trees bit for bit.
 
    Every decode step merges a few sources' continuations (rows of token ids) into a trie, gives each node
    its acceptance estimate (engine/acceptance.py: Beta counts per bucket of source, depth, share and matched
@@ -409,7 +409,7 @@ int64_t fc_build_sized_packed(const int64_t *ia, const double *da) {
 #undef P
 }
 
-/* One source's counts, validated as engine/draft_tree.py's _sized_rows requires them, and their exact sum.
+/* One source's counts, validated as engine/tree_builder.py's _sized_rows requires them, and their exact sum.
    kind 0: int64, 1: float64. Returns 0, or -3 for counts the Python preparation must handle (a negative,
    non-finite or non-integral count whose float sum could depend on the order of the additions, a sum of
    2 ** 53 or more). */
@@ -445,7 +445,7 @@ static double count_at(const void *counts, int kind, int64_t i) {
     return kind == 0 ? (double)((const int64_t *)counts)[i] : ((const double *)counts)[i];
 }
 
-/* fc_build_sized_packed on the sources' own arrays: the preparation of engine/draft_tree.py's _sized_rows
+/* fc_build_sized_packed on the sources' own arrays: the preparation of engine/tree_builder.py's _sized_rows
    (each source's most frequent max_rows rows, cut to max_depth tokens, its counts' sum) done here, written
    into the scratch arrays ia points at, then the tree built. parts: n_parts x 10 int64 per source: rows
    address, bytes per token id (4 or 8), tokens between row starts, rows, row width, counts address, counts

@@ -1,7 +1,7 @@
 """A fastcoder decode step's drafting in one native call (``fc_propose`` in ``propose.c``): arguments and result.
 
 :meth:`engine.drafters.FastCoderDrafter.propose` searches the per-document cache, copies from the context and
-searches the completion history, then builds the cost-sized draft tree (:func:`engine.draft_tree.build_draft_tree`).
+searches the completion history, then builds the cost-sized draft tree (:func:`engine.tree_builder.build_draft_tree`).
 In Python that is ~10 separate code paths a step, each slow the first time after a verify forward has streamed
 ~40 MB through the caches. :func:`propose_native` gives the same tree, bit for bit, from one C call over int64
 mirrors of the cache's and the history's token buffers (:class:`engine.history.TokenMirror`) and the context
@@ -25,8 +25,8 @@ import numpy as np
 
 from ..acceptance import AcceptanceEstimator
 from ..datastore.matching import NATIVE_TAIL_MAX
-from ..draft_tree import SIZED_MAX_ROWS, SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree, \
-    build_draft_tree
+from ..draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree
+from ..tree_builder import SIZED_MAX_ROWS, build_draft_tree
 from . import library
 from .tree import _local, _tree_from, pack_parts, set_limits, thread_scratch
 

@@ -1,7 +1,7 @@
 """The cost-sized draft-tree builder's C call (``fc_build_sized`` in ``draft_tree.c``, through
 ``fc_build_sized_packed``): buffers and marshalling.
 
-:func:`engine.draft_tree._build_sized` prepares each source's rows and calls :func:`build_sized_native` when
+:func:`engine.tree_builder._build_sized` prepares each source's rows and calls :func:`build_sized_native` when
 the library is loaded; the tree is the same, bit for bit (tests/test_draft_tree_sized.py runs every case both
 ways against the node-by-node reference).
 """
@@ -14,7 +14,8 @@ import numpy as np
 
 from ..acceptance import (ALTERNATIVE_PRIOR, ALTERNATIVE_STRIDE, DEPTH_BUCKETS, MATCH_EDGES, PRIOR_SCALE,
                           SHARE_EDGES, SOURCE_SLOTS, SOURCE_STRIDE, AcceptanceEstimator)
-from ..draft_tree import SIZED_MAX_DEPTH, SIZED_MAX_ROWS, DraftTree
+from ..draft_tree import DraftTree
+from ..tree_builder import SIZED_MAX_DEPTH, SIZED_MAX_ROWS
 
 
 class _NativeScratch:
@@ -111,11 +112,11 @@ _local = threading.local()
 
 def build_sized_native(lib, prepared: list[tuple], budget: int, min_prob: float,
                        estimator: AcceptanceEstimator, cost) -> DraftTree | None:
-    """:func:`engine.draft_tree._build_sized`'s tree from the C builder (``fc_build_sized``), bit for bit.
+    """:func:`engine.tree_builder._build_sized`'s tree from the C builder (``fc_build_sized``), bit for bit.
 
     Args:
         lib: the loaded library (:func:`engine.native.library`).
-        prepared: per source, :func:`engine.draft_tree._sized_rows`'s tuple (rows, counts, total, weight,
+        prepared: per source, :func:`engine.tree_builder._sized_rows`'s tuple (rows, counts, total, weight,
             source bit, match length).
         budget, min_prob: draft tokens at most; nodes whose best share is below ``min_prob`` get estimate 0.
         estimator: an :class:`engine.acceptance.AcceptanceEstimator` (its float64 Beta counts are read).
@@ -263,8 +264,8 @@ def pack_parts(sc: _NativeScratch, parts: list) -> int:
 
 def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator: AcceptanceEstimator,
                       cost, max_depth: int = SIZED_MAX_DEPTH) -> DraftTree | None:
-    """The same tree as :func:`engine.draft_tree._build_sized`, bit for bit, from the sources' own arrays: the
-    C code (``fc_build_sized_parts``) also does :func:`engine.draft_tree._sized_rows`'s preparation (the most
+    """The same tree as :func:`engine.tree_builder._build_sized`, bit for bit, from the sources' own arrays: the
+    C code (``fc_build_sized_parts``) also does :func:`engine.tree_builder._sized_rows`'s preparation (the most
     frequent rows, the depth cut, the counts' sum), which took most of a step's ~0.1 ms of tree building
     in numpy calls.
 
@@ -274,7 +275,7 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
         budget, min_prob, estimator, cost: as :func:`build_sized_native`; ``cost`` must have ``upto``.
         max_depth: rows are cut to this many tokens (the tree's depth bound).
     Returns:
-        The tree, or None where the caller must take :func:`engine.draft_tree._build_sized` (other dtypes or
+        The tree, or None where the caller must take :func:`engine.tree_builder._build_sized` (other dtypes or
         layouts, counts whose sum Python must take, NaN estimates, more sources than the scratch holds).
     """
     upto = getattr(cost, "upto", None)

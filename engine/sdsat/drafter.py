@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..draft_tree import SOURCE_ADAPTIVE, Candidates, DraftTree, build_draft_tree
+from ..draft_tree import SOURCE_ADAPTIVE, Candidates, DraftTree
+from ..tree_builder import build_draft_tree
 from .config import SdsatConfig
 
 #: With a cost model that finds adaptive drafts not worth their tokens, one forward in this many still
@@ -48,7 +49,7 @@ class AdaptiveDrafter:
             same tree (``fastcoder+sdsat``), or None (``sdsat``).
         every_step: attach an adaptive branch to every forward (see the module docstring).
         width: candidates per adaptive position (1: a chain, greedy; > 1: a tree, for sampling).
-        budget, min_prob, estimator, cost: as :func:`engine.draft_tree.build_draft_tree`.
+        budget, min_prob, estimator, cost: as :func:`engine.tree_builder.build_draft_tree`.
 
     Raises:
         ValueError: ``k < 1`` or ``width < 1``.

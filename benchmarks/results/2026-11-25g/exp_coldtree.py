@@ -34,7 +34,7 @@ def _timed_build_sized_parts():
 import atexit
 @atexit.register
 def rep():
-    import engine.draft_tree as T
+    import engine.tree_builder as T
     ns = _timed_build_sized_parts()
     NT.build_sized_parts = ns['build_sized_parts']
     big = np.ones(12_000_000, dtype=np.float32)

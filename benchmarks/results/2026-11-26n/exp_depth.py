@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 depth = int(os.environ.get("DEPTH", "24"))
-import engine.draft_tree as dt  # noqa: E402
+import engine.tree_builder as dt  # noqa: E402
 import engine.native.propose as npr  # noqa: E402
 import engine.native.tree as ntr  # noqa: E402
 
