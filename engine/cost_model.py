@@ -205,7 +205,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
 
     A random prompt of ``context`` tokens (capped by the model's context) is prefilled once; then, for
     each size n, the decoder's own call for a step with n draft tokens is timed on that cache: the plain
-    step (:func:`engine.decoder.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
+    step (:func:`engine.steps.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
     chain of n draft tokens (positions and tree mask made as a decode step makes them; the mask's shape
     does not change the work) otherwise; in shuffled rounds, the cache cropped back after each:
     ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
@@ -218,7 +218,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     rounds) c(1) read 1.25 / 1.30 where the decoder's calls cost 1.15 / 1.17, c(5) 1.60 / 1.58 against
     1.46 / 1.48; at 1,024 tokens the two agree within 3%.
     """
-    from .decoder import decode_one_token  # noqa: PLC0415
+    from .steps import decode_one_token  # noqa: PLC0415
     from .draft_tree import DraftTree  # noqa: PLC0415
     from .kv_cache import new_kv_cache  # noqa: PLC0415
     from .verify import tree_forward  # noqa: PLC0415

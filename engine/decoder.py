@@ -1,7 +1,7 @@
 """The speculative decoder: prefill, then draft -> verify (one forward, tree attention) -> accept.
 
 Shaped after gpt-fast's generate.py: small functions with explicit tensors and positions
-(:func:`prefill`, :func:`decode_one_token`, :meth:`SpeculativeDecoder._speculative_step`), and the
+(:func:`engine.steps.prefill`, :func:`engine.steps.decode_one_token`, :func:`engine.verify.tree_forward`), and the
 statistics returned as plain data. Output is token-for-token the model's own (greedy) output, or
 distributed exactly as the model's own samples (see :mod:`engine.verify`).
 """
@@ -23,9 +23,10 @@ from transformers import DynamicCache
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
-from .lean_forward import forward_logits, hidden_rows, weights_pinned
+from .lean_forward import hidden_rows, weights_pinned
 from .model import LoadedModel
-from .verify import SamplingParams, accept, choose_token, compact_cache, model_device, prune_after_stop, tree_forward
+from .steps import decode_one_token, prefill
+from .verify import SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward
 
 log = logging.getLogger(__name__)
 
@@ -60,50 +61,6 @@ class GenerationResult:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
-
-
-@torch.inference_mode()
-def prefill(model, cache, prompt: torch.Tensor) -> torch.Tensor:
-    """Fill ``cache`` with ``prompt`` ((1, T) int64); returns the (V,) logits after its last token.
-
-    Only the last position's logits are computed (``logits_to_keep=1``): the LM head over every
-    prompt position was ~30% of a 1,024-token prefill on CPU.
-    """
-    return forward_logits(model, prompt, cache, logits_to_keep=1)[0, -1]
-
-
-#: Per thread: the (1, 1) int64 CPU tensors of a plain step's token and position, and numpy views of them
-#: (:func:`decode_one_token`).
-_STEP_INPUTS = threading.local()
-
-
-def _step_inputs(token: int, position: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(1, 1) int64 CPU tensors holding ``token`` and ``position``: this thread's two buffers, written through
-    numpy views (two torch calls a plain step, ~50 us with the caches cold after the previous forward, were
-    what made the ids and positions). A caller uses them before its next call on the same thread."""
-    held = getattr(_STEP_INPUTS, "held", None)
-    if held is None:
-        ids, pos = torch.zeros((1, 1), dtype=torch.long), torch.zeros((1, 1), dtype=torch.long)
-        held = _STEP_INPUTS.held = (ids, pos, ids.numpy(), pos.numpy())
-    held[2][0, 0] = token
-    held[3][0, 0] = position
-    return held[0], held[1]
-
-
-@torch.inference_mode()
-def decode_one_token(model, cache, token: int, position: int | None = None) -> torch.Tensor:
-    """Append one token to ``cache``; returns the (V,) logits that follow it.
-
-    ``position``: the token's position, i.e. the number of tokens ``cache`` holds (the decoder knows it);
-    given, a CPU model's step makes no torch call for its inputs (6% of a plain step of tiny-py-coder on one
-    thread, 512 and 1,000 cached tokens: :func:`_step_inputs`); None: read from the cache.
-    """
-    device = model_device(model)
-    if position is not None and device.type == "cpu":
-        ids, pos = _step_inputs(token, position)
-        return forward_logits(model, ids, cache, pos)[0, -1]
-    ids = torch.tensor([[token]], dtype=torch.long, device=device)
-    return forward_logits(model, ids, cache)[0, -1]
 
 
 #: A prefill of at most this many uncached prompt tokens (a warm prompt KV cache: the editor's next request

@@ -102,12 +102,12 @@ def test_the_curve_times_the_decoders_own_step_calls(monkeypatch):
     """c(n) is what the decode loop pays: each round times the plain step (``decode_one_token``) once and
     ``tree_forward`` once per size over a chain of n draft tokens at the prefilled length, the cache back
     at that length after each (a causal forward whose mask transformers built read c(1..5) 0.1-0.14 high)."""
-    import engine.decoder as dec
+    import engine.steps as steps
     import engine.verify as ver
 
     loaded = loaded_random("llama")
     calls = []
-    plain, verify = dec.decode_one_token, ver.tree_forward
+    plain, verify = steps.decode_one_token, ver.tree_forward
 
     def counted_plain(model, cache, token, position=None):
         assert position == cache.get_seq_length()
@@ -119,7 +119,7 @@ def test_the_curve_times_the_decoders_own_step_calls(monkeypatch):
         calls.append((len(tree), past_len))
         return verify(model, cache, pending, tree, past_len, prefix)
 
-    monkeypatch.setattr(dec, "decode_one_token", counted_plain)
+    monkeypatch.setattr(steps, "decode_one_token", counted_plain)
     monkeypatch.setattr(ver, "tree_forward", counted_verify)
     cost = measure_verify_cost(loaded, context=16, sizes=(1, 3), repeats=2)
     assert sorted(calls) == [(0, 16), (0, 16), (1, 16), (1, 16), (3, 16), (3, 16)]

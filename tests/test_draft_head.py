@@ -241,7 +241,7 @@ def test_the_decoder_feeds_the_head_the_pending_tokens_row_and_stays_lossless(ti
         h = tiny.model.base_model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1].float().numpy()
     fast.depth_one.set_hidden(h)
     expected = fast.depth_one.hidden.copy()
-    from engine.decoder import prefill
+    from engine.steps import prefill
     from engine.kv_cache import new_kv_cache
 
     with torch.inference_mode():

@@ -197,7 +197,7 @@ def test_a_plain_step_at_its_known_position_gives_the_same_logits(lean):
     """The decoder passes a plain step its position (the cache's length): the token and position then go through
     this thread's two reused buffers, and every step's logits equal those of the step that reads the position
     from the cache, bit for bit, step after step (the buffers are rewritten, never aliased by a result)."""
-    from engine.decoder import decode_one_token
+    from engine.steps import decode_one_token
 
     gen = torch.Generator().manual_seed(8)
     prompt = torch.randint(0, 256, (1, 20), generator=gen)

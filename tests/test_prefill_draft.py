@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from engine import SpeculativeDecoder
-from engine.decoder import PREFILL_DRAFT_MAX_TOKENS, prefill
+from engine.decoder import PREFILL_DRAFT_MAX_TOKENS
+from engine.steps import prefill
 from engine.draft_tree import DraftTree
 from engine.kv_cache import new_kv_cache
 from engine.verify import tree_forward
