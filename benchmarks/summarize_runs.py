@@ -38,8 +38,8 @@ KIND_ORDER = {"function": 0, "fim-line": 1, "fim-block": 2}
 
 def is_rival(name: str, flagship: str) -> bool:
     """Whether a method competes with the flagship: not ``ar``, not the flagship, not one of its ablations
-    (``<flagship>-...``, e.g. ``fastcoder-no-head``)."""
-    return name not in ("ar", flagship) and not name.startswith(flagship + "-")
+    (``<flagship>-...``, e.g. ``fastcoder-no-head``), not an ablation of ``ar`` (``ar-full-head``)."""
+    return name not in ("ar", flagship) and not name.startswith((flagship + "-", "ar-"))
 
 
 def vs_best_other(run: dict, flagship: str) -> float | None:

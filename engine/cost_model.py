@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 #: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
 #: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
-#: 6: the plain step given its position; 5: timed through the decoder's own calls; 4: a second curve at
+#: 7: greedy steps' calls where the LM head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain
+#: step given its position; 5: timed through the decoder's own calls; 4: a second curve at
 #: LONG_CONTEXT; 3: every size to 16; 2: rounds within MEASURE_BUDGET_S
-FORMAT = 6
+FORMAT = 7
 #: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
 #: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row
 #: dearer: tiny-py-coder, 1 thread, c(6) 1.44-1.56 at 512 tokens and 1.64-1.72 at 1,024, c(12) 1.77-1.83
@@ -206,7 +207,8 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     A random prompt of ``context`` tokens (capped by the model's context) is prefilled once; then, for
     each size n, the decoder's own call for a step with n draft tokens is timed on that cache: the plain
     step (:func:`engine.steps.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
-    chain of n draft tokens (positions and tree mask made as a decode step makes them; the mask's shape
+    chain of n draft tokens (their greedy forms, :func:`engine.steps.decode_one_token_greedy` and
+    :func:`engine.verify.tree_forward_greedy`, where the LM head screens its argmax: greedy decoding's calls) (positions and tree mask made as a decode step makes them; the mask's shape
     does not change the work) otherwise; in shuffled rounds, the cache cropped back after each:
     ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
     ``max_repeats`` rounds at most. c(n) is the median over rounds of the round's time for n over its
@@ -218,10 +220,11 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     rounds) c(1) read 1.25 / 1.30 where the decoder's calls cost 1.15 / 1.17, c(5) 1.60 / 1.58 against
     1.46 / 1.48; at 1,024 tokens the two agree within 3%.
     """
-    from .steps import decode_one_token  # noqa: PLC0415
+    from .steps import decode_one_token, decode_one_token_greedy  # noqa: PLC0415
     from .draft_tree import DraftTree  # noqa: PLC0415
     from .kv_cache import new_kv_cache  # noqa: PLC0415
-    from .verify import tree_forward  # noqa: PLC0415
+    from .lean_forward import greedy_ready  # noqa: PLC0415
+    from .verify import tree_forward, tree_forward_greedy  # noqa: PLC0415
 
     model, device = loaded.model, loaded.device
     context = max(8, min(context, loaded.max_positions - max(sizes) - 8))
@@ -229,6 +232,10 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     prompt = torch.randint(0, loaded.vocab_size, (1, context), generator=gen).to(device)
     cache = new_kv_cache(model, context + max(sizes) + 1)  # the decoder's cache, so c(n) is its cost
     model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    # greedy decoding's calls where the LM head screens its argmax (the editor's and the benchmark's default)
+    greedy = greedy_ready(model)
+    step = decode_one_token_greedy if greedy else decode_one_token
+    verify = tree_forward_greedy if greedy else tree_forward
     all_sizes = (0, *sizes)
     times = {n: [] for n in all_sizes}
     order = list(all_sizes)
@@ -244,9 +251,9 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
             _sync(device)
             t0 = time.perf_counter()
             if n:  # the decoder's calls (engine.decoder.SpeculativeDecoder._generate)
-                tree_forward(model, cache, ids[0], tree, context)
+                verify(model, cache, ids[0], tree, context)
             else:
-                decode_one_token(model, cache, ids[0], context)
+                step(model, cache, ids[0], context)
             _sync(device)
             times[n].append(time.perf_counter() - t0)
             cache.crop(context - cache.get_seq_length())

@@ -23,10 +23,11 @@ from transformers import DynamicCache
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
 from .kv_cache import new_kv_cache
-from .lean_forward import hidden_rows, weights_pinned
+from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
-from .steps import decode_one_token, prefill
-from .verify import SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward
+from .steps import decode_one_token, decode_one_token_greedy, prefill
+from .verify import (SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward,
+                     tree_forward_greedy, walk_greedy)
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,9 @@ class SpeculativeDecoder:
         **options: drafter options (see :func:`engine.drafters.make_drafter`), e.g.
             ``use_cache=False`` for the FastCoder ablations, ``draft_budget=64`` (default:
             :func:`default_draft_budget`, or a cap of :data:`MAX_DRAFT_TOKENS` when trees are sized by
-            cost). fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
+            cost), ``screened_head`` (default True, every method: greedy steps take the LM head's argmax by
+            int8 screening and exact rescoring where the model allows it, :func:`engine.lean_forward.forward_greedy`,
+            the same tokens; False: the whole head's logits). fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
             measured verify cost with online acceptance estimates, :mod:`engine.acceptance`),
             ``verify_cost`` (a :class:`engine.cost_model.VerifyCost`; default: measured and cached
             for this model/device/dtype/threads) and ``acceptance_estimator`` (one to share, e.g.
@@ -147,6 +150,7 @@ class SpeculativeDecoder:
             self.history = CompletionHistory()
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
         use_head = bool(self.options.pop("draft_head", True))
+        self.screened = bool(self.options.pop("screened_head", True))
         self.estimator = self.cost = None
         self.depth_one = None  # the draft head's depth-1 adjustment the decode loop feeds (engine.draft_head)
         self.sdsat_options = {k: self.options.pop(k) for k in ("adaptive_tokens", "adaptive_width",
@@ -389,6 +393,8 @@ class SpeculativeDecoder:
         cache, start = self._reuse_prompt_kv(doc, ids)
         reused = start
         stop_tokens = self._stop_tokens(stop) if drafter is not None else None
+        # greedy steps without a token-healing constraint take each row's argmax without the logits
+        argmax_only = self.screened and params.greedy and greedy_ready(model)
         # the stop strings are searched for only after a token that shares a byte with one of them
         stop_touch = self._stop_touching(stop)
         searched = 0  # tokens of ``out`` the last search covered
@@ -475,9 +481,13 @@ class SpeculativeDecoder:
             past_len = n_ctx - 1  # the pending token is not in the KV cache yet
             if drafter is None:  # plain step
                 t = time.perf_counter()
-                logits = decode_one_token(model, cache, pending, past_len)
-                forward_s += time.perf_counter() - t
-                pending = self._choose(logits, params, generator, remaining)
+                if argmax_only and not remaining:
+                    pending = decode_one_token_greedy(model, cache, pending, past_len)
+                    forward_s += time.perf_counter() - t
+                else:
+                    logits = decode_one_token(model, cache, pending, past_len)
+                    forward_s += time.perf_counter() - t
+                    pending = self._choose(logits, params, generator, remaining)
                 accepted_lengths.append(1)
                 continue
             t = time.perf_counter()
@@ -486,9 +496,13 @@ class SpeculativeDecoder:
             t_forward = time.perf_counter()
             retrieval_s += t_forward - t
             draft_sizes.append(len(tree))
-            logits = tree_forward(model, cache, pending, tree, past_len)
-            forward_s += time.perf_counter() - t_forward
-            path, bonus = self._accept(logits, tree, params, generator, remaining)
+            if argmax_only and not remaining and not tree.n_adaptive:
+                path, bonus = walk_greedy(tree_forward_greedy(model, cache, pending, tree, past_len), tree)
+                forward_s += time.perf_counter() - t_forward
+            else:
+                logits = tree_forward(model, cache, pending, tree, past_len)
+                forward_s += time.perf_counter() - t_forward
+                path, bonus = self._accept(logits, tree, params, generator, remaining)
             compact_cache(cache, past_len, path, len(tree))
             committed = tree.tokens[path].tolist() + [bonus]
             if tree.n_adaptive:

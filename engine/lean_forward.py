@@ -38,6 +38,8 @@ import weakref
 import torch
 
 from .native import layer as native_layer
+from .native.linear import known_argmax
+from .native.screened_head import screened_head
 from .native_attention import NAME as NATIVE_ATTENTION
 from .native_attention import ROWS_ATTR
 
@@ -295,6 +297,8 @@ def install_lean_forward(model) -> str:
 
 #: Set on the causal LM when installed: its logits function (see :func:`forward_logits`).
 LOGITS_ATTR = "_fastcoder_logits"
+#: Set on the causal LM when installed: its greedy-choice function (see :func:`forward_greedy`).
+GREEDY_ATTR = "_fastcoder_greedy"
 #: Set on the causal LM when installed: a one-item list holding the last :func:`forward_logits` call's final hidden
 #: states, the LM head's input ((1, rows kept, d), valid until the next forward; :func:`hidden_rows`).
 HIDDEN_ATTR = "_fastcoder_hidden"
@@ -332,8 +336,21 @@ def _install_outer(model, base, hidden) -> None:
         return CausalLMOutputWithPast(logits=logits(input_ids, past_key_values, position_ids, attention_mask,
                                                     logits_to_keep), past_key_values=past_key_values)
 
+    def greedy(input_ids, past_key_values, position_ids=None, attention_mask=None):
+        kept[0] = last = hidden(input_ids, attention_mask, position_ids, past_key_values)
+        screen = screened_head(model.lm_head)
+        rows = last[0]
+        chosen = screen.argmax(rows) if screen is not None else None
+        if chosen is None:  # no screen, or a row it does not take: the whole head, its argmax
+            logits = model.lm_head(rows)
+            chosen = known_argmax(logits)
+            if chosen is None:
+                chosen = logits.numpy().argmax(-1).tolist()
+        return chosen
+
     model.forward = forward
     setattr(model, LOGITS_ATTR, logits)
+    setattr(model, GREEDY_ATTR, greedy)
     setattr(model, HIDDEN_ATTR, kept)
 
 
@@ -350,3 +367,29 @@ def forward_logits(model, input_ids: torch.Tensor, past_key_values, position_ids
         return direct(input_ids, past_key_values, position_ids, attention_mask, logits_to_keep)
     return model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                  past_key_values=past_key_values, use_cache=True, logits_to_keep=logits_to_keep).logits
+
+
+def greedy_ready(model) -> bool:
+    """Whether :func:`forward_greedy` takes ``model``'s decoding forwards: the lean forward is installed and its LM
+    head has an int8 screen (:func:`engine.native.screened_head.screened_head`: the native library, a float32
+    ``nn.Linear`` head without bias on a CPU with AVX-512 VNNI), outside training and autograd."""
+    if getattr(model, GREEDY_ATTR, None) is None or model.training or torch.is_grad_enabled():
+        return False
+    head = getattr(model, "lm_head", None)
+    return head is not None and screened_head(head) is not None
+
+
+def forward_greedy(model, input_ids: torch.Tensor, past_key_values, position_ids: torch.Tensor | None = None,
+                   attention_mask: torch.Tensor | None = None) -> list[int]:
+    """The greedy token after each row of a decoding forward: ``forward_logits(...)[0].argmax(-1)`` (numpy's rule,
+    the first maximum) for ``input_ids`` (1, rows) int64, the cache extended in place the same way, without the
+    logits: the LM head's argmax by int8 screening and exact rescoring (``native/screened_head.c``), the same
+    indices bit for bit, at ~1/3 of the head's time (tiny-py-coder, 1 thread: 40 against 122 us for one row, 99
+    against 243 us for 6 rows; a plain step at 512 cached tokens 1.39 -> 1.11 ms). A row the screen does not take (not finite) gets the whole head. The final hidden
+    states are :func:`hidden_rows`' content afterwards, as after :func:`forward_logits`.
+
+    Requires :func:`greedy_ready` (raises RuntimeError otherwise). Returns ``rows`` token ids."""
+    direct = getattr(model, GREEDY_ATTR, None)
+    if direct is None or input_ids.shape[0] != 1 or model.training or torch.is_grad_enabled():
+        raise RuntimeError("forward_greedy needs the lean forward (install_lean_forward), batch 1 and no autograd")
+    return direct(input_ids, past_key_values, position_ids, attention_mask)

@@ -10,7 +10,7 @@ import threading
 
 import torch
 
-from .lean_forward import forward_logits
+from .lean_forward import forward_greedy, forward_logits
 from .verify import model_device
 
 
@@ -56,3 +56,13 @@ def decode_one_token(model, cache, token: int, position: int | None = None) -> t
         return forward_logits(model, ids, cache, pos)[0, -1]
     ids = torch.tensor([[token]], dtype=torch.long, device=device)
     return forward_logits(model, ids, cache)[0, -1]
+
+
+@torch.inference_mode()
+def decode_one_token_greedy(model, cache, token: int, position: int) -> int:
+    """:func:`decode_one_token` for greedy decoding: the argmax of the logits that follow ``token``, without the
+    logits (:func:`engine.lean_forward.forward_greedy`: the LM head's argmax by int8 screening, the same token;
+    requires :func:`engine.lean_forward.greedy_ready` and a CPU model). ``position``: as for
+    :func:`decode_one_token`. Returns a token id."""
+    ids, pos = _step_inputs(token, position)
+    return forward_greedy(model, ids, cache, pos)[0]

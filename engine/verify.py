@@ -19,7 +19,7 @@ import torch
 
 from .draft_tree import DraftTree
 from .kv_cache import move_rows
-from .lean_forward import forward_logits
+from .lean_forward import forward_greedy, forward_logits
 from .native.linear import known_argmax
 
 
@@ -142,18 +142,11 @@ def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
         equals the argmax at its parent. Sampling: one draw per visited node; descend when the draw
         is a child, else the draw is the bonus token (exact; REST's resampling rule is not).
     """
+    if choose is None and params.greedy:
+        return walk_greedy(argmax_rows(logits), tree)
     children = tree.children
     path: list[int] = []
     node = -1
-    if choose is None and params.greedy:
-        best = argmax_rows(logits)
-        while True:
-            token = best[node + 1]
-            child = children.get((node, token))
-            if child is None:
-                return path, token
-            path.append(child)
-            node = child
     if choose is None:
         def choose(row: torch.Tensor) -> int:
             return choose_token(row, params, generator)
@@ -164,6 +157,33 @@ def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
             return path, token
         path.append(child)
         node = child
+
+
+def walk_greedy(best: list[int], tree: DraftTree) -> tuple[list[int], int]:
+    """Greedy acceptance from each row's argmax: ``best`` (1 + N token ids; row 0 follows the pending token, row
+    1 + i node i) walked from the root as :func:`accept` walks logits. Returns ``(path, bonus)`` as it does."""
+    children = tree.children
+    path: list[int] = []
+    node = -1
+    while True:
+        token = best[node + 1]
+        child = children.get((node, token))
+        if child is None:
+            return path, token
+        path.append(child)
+        node = child
+
+
+def tree_forward_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) -> list[int]:
+    """:func:`tree_forward` without a prompt prefix, for greedy decoding: each row's argmax instead of its logits
+    (:func:`engine.lean_forward.forward_greedy`, which requires :func:`engine.lean_forward.greedy_ready`; the
+    same indices as ``argmax_rows(tree_forward(...))``). Returns 1 + N token ids, for :func:`walk_greedy`."""
+    device = model_device(model)
+    ids = torch.tensor([[pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
+    if len(tree) == 0:
+        return forward_greedy(model, ids, cache)
+    positions, mask = tree.forward_inputs(past_len, model_dtype(model), device)
+    return forward_greedy(model, ids, cache, positions, mask)
 
 
 #: KV-cache dtypes :func:`compact_cache` moves through numpy (bfloat16 has no numpy dtype).

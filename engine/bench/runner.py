@@ -31,6 +31,10 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # trees, copies and continuations at most 24 tokens deep even where verification is cheap (the default there
     # is 48: engine.cost_model.CHEAP_VERIFY_DRAFTING); on a CPU the same as fastcoder
     "fastcoder-depth24": ("fastcoder", {"tree_max_depth": 24, "copy_max_depth": 24, "draft_len": 24}),
+    # the LM head's whole product and the argmax of its logits at every greedy step, not its argmax by int8
+    # screening (engine.lean_forward.forward_greedy; the same tokens)
+    "ar-full-head": ("ar", {"screened_head": False}),
+    "fastcoder-full-head": ("fastcoder", {"screened_head": False}),
     # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
     # CPU, nodes below a 0.2 share pruned
     "fastcoder-fixed": ("fastcoder", {"size_by_cost": False}),
@@ -53,8 +57,11 @@ SDSAT_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base i
 SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base == "suffix")
 #: Ablations that differ from fastcoder only where verification is cheap (a GPU's flat c(n)): not run unless asked for.
 CHEAP_VERIFY_BENCH_METHODS = ("fastcoder-depth24",)
+#: Ablations of the LM head's screened argmax: run only when asked for.
+FULL_HEAD_BENCH_METHODS = ("ar-full-head", "fastcoder-full-head")
 DEFAULT_METHODS = tuple(m for m in METHOD_SPECS
-                        if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS + CHEAP_VERIFY_BENCH_METHODS)
+                        if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS + CHEAP_VERIFY_BENCH_METHODS
+                        + FULL_HEAD_BENCH_METHODS)
 REFERENCE_METHOD = "ar"
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
 HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix", "history")

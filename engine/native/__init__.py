@@ -35,7 +35,7 @@ from ..cache_paths import cache_root
 log = logging.getLogger(__name__)
 
 SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
-           "propose.c", "kv_cache.c")
+           "propose.c", "kv_cache.c", "screened_head.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
@@ -51,7 +51,7 @@ def _cflags() -> tuple[str, ...]:
     """:data:`CFLAGS` and those of ``$FASTCODER_NATIVE_CFLAGS``."""
     return (*CFLAGS, *os.environ.get(CFLAGS_ENV, "").split())
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
-FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h")
+FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h", "screened_head.c")
 #: Headers the sources include (part of the library's version, not compiled on their own).
 HEADERS = ("simd_math.h",)
 
@@ -141,6 +141,16 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_rows_argmax.argtypes = [ptr, i64, i64, ptr]
     lib.fc_gemm_argmax.restype = None  # fc_gemm, then fc_rows_argmax of its output (the LM head's greedy choice)
     lib.fc_gemm_argmax.argtypes = [ptr, i64, i64, ptr, i64, ptr, ptr]
+    lib.fc_screen_supported.restype = ctypes.c_int  # the LM head's exact argmax by int8 screening (screened_head.c)
+    lib.fc_screen_supported.argtypes = []
+    lib.fc_screen_bytes.restype = i64
+    lib.fc_screen_bytes.argtypes = [i64, i64]
+    lib.fc_screen_kpad.restype = i64
+    lib.fc_screen_kpad.argtypes = [i64]
+    lib.fc_screen_pack.restype = ctypes.c_int
+    lib.fc_screen_pack.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, ptr]
+    lib.fc_screen_argmax.restype = i64
+    lib.fc_screen_argmax.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
     lib.fc_kv_move.restype = None  # the accepted nodes' KV rows into place (kv_cache.c)
     lib.fc_kv_move.argtypes = [ptr, i64, ptr, i64, i64]
     lib.fc_ds_search.restype = i64  # Datastore.search's match and MatchState in one call (datastore.c)

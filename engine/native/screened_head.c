@@ -1,0 +1,318 @@
+/* The greedy choice of the LM head without its whole product: int8 screening, then exact rescoring.
+ *
+ * Greedy decoding and greedy verification read one thing from each row of the LM head's output: its argmax.
+ * The head is the model's widest product (tiny-py-coder: 8,192 x 256, 29% of a token's multiply-adds and 8 MB
+ * of the 29 MB of float32 weights a plain step streams). Here each row's argmax is found exactly from:
+ *
+ *   1. a screen: the row and every token's weights quantized to int8 (symmetric, one scale per token, one per
+ *      row), all V int8 dot products (AVX-512 VNNI, exact int32 sums; 2 MB of weights), and for each token an
+ *      upper bound on its true logit from the quantization errors (Cauchy-Schwarz, below);
+ *   2. the exact float32 logit of the screen's best token, then of every token whose upper bound reaches it,
+ *      each as the same FMA chain the full head (small_gemm.c) computes for it: the same bits.
+ *
+ * A token left out has a logit strictly below the exact logit of a computed one, so the argmax over the
+ * computed tokens (numpy's rule: the first maximum) is the argmax over all V, bit for bit. On tiny-py-coder's
+ * hidden states over third-party code, 1 token is rescored per row at the median, 6 at most (of 8,192).
+ *
+ * The bound. With h = sh*qh + eh (the row: its int8 values qh, scale sh, error eh) and w_j = s_j*q_j + e_j
+ * (token j likewise), exactly in real numbers:
+ *     h.w_j = sh*s_j*(qh.q_j) + sh*qh.e_j + eh.w_j <= sh*s_j*(qh.q_j) + |sh*qh|*|e_j| + |eh|*|w_j|.
+ * The full head's float32 result differs from h.w_j by at most gamma_k * sum_i |h_i*w_ji| <= gamma_k*|h|*|w_j|
+ * (k sequential FMAs: gamma_k = k*u/(1 - k*u), u = 2^-24). |e_j| and |w_j| are computed at packing in double
+ * and rounded up; the row's norms likewise per call; the bound's own float arithmetic gets a relative slack
+ * far above its rounding (4e-6 of |bound terms|, against ~5 float32 roundings of 6e-8 each, the int32 sum's
+ * conversion to float among them). qh.q_j is exact (int32).
+ *
+ * x86-64 with AVX-512 F/BW/VNNI only (fc_screen_supported checks at run time); elsewhere, or for a row that is
+ * not finite or all zero (fc_screen_argmax returns -1), the caller computes the whole head.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define QP 16 /* tokens per panel: one 512-bit register of int32 sums */
+#define QG 4  /* k values per 32-bit group (one vpdpbusd lane) */
+/* k at most this: the int32 sums of (qh + 128) * q_j stay below 2^31 */
+#define SCREEN_MAX_K 16384
+
+int64_t fc_screen_kpad(int64_t k) { return (k + QG - 1) / QG * QG; }
+
+/* int8 panel bytes for v tokens of k values: ceil(v/16) panels of (kpad/4) groups of 16 tokens x 4 bytes. */
+int64_t fc_screen_bytes(int64_t v, int64_t k) { return (v + QP - 1) / QP * QP * fc_screen_kpad(k); }
+
+/* Round x up to the next float above it (a bound computed in double, stored as float, stays a bound). */
+static float up_float(double x) {
+    float f = (float)x;
+    if ((double)f < x) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+/* A row's largest |value| and squared norm (in double); -1 for a value that is not finite. */
+static int row_stats(const float *x, int64_t k, double *maxabs, double *norm2) {
+    double m = 0.0, n2 = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        if (!isfinite(x[i])) return -1;
+        double a = fabs((double)x[i]);
+        m = a > m ? a : m;
+        n2 += a * a;
+    }
+    *maxabs = m;
+    *norm2 = n2;
+    return 0;
+}
+
+/* Pack w ((v, k) float32, row-major) for the screen: q (fc_screen_bytes bytes: panel p, group g, token t,
+ * byte b at ((p * kpad/4 + g) * 16 + t) * 4 + b = the int8 of w[p*16+t][g*4+b], zero past v or k), per token
+ * its scale (max |w_j| / 127), the sum of its int8 values, and upper bounds on |e_j| and |w_j| (see above).
+ * Returns 0, or -1 (nothing usable) when k is out of range or a weight is not finite. */
+int fc_screen_pack(const float *w, int64_t v, int64_t k, int8_t *q, float *scale, int32_t *sumq, float *enorm,
+                   float *wnorm) {
+    if (k < 1 || k > SCREEN_MAX_K || v < 1) return -1;
+    int64_t kp = fc_screen_kpad(k), groups = kp / QG;
+    memset(q, 0, (size_t)fc_screen_bytes(v, k));
+    for (int64_t j = 0; j < v; j++) {
+        const float *row = w + j * k;
+        double m, wn;
+        if (row_stats(row, k, &m, &wn) != 0) return -1;
+        float s = (float)(m / 127.0);
+        int64_t p = j / QP, t = j % QP;
+        double en = 0.0;
+        int32_t sum = 0;
+        for (int64_t i = 0; i < k; i++) {
+            long qi = s > 0.0f ? lrint((double)row[i] / s) : 0;
+            qi = qi > 127 ? 127 : (qi < -127 ? -127 : qi);
+            q[((p * groups + i / QG) * QP + t) * QG + i % QG] = (int8_t)qi;
+            sum += (int32_t)qi;
+            double e = (double)row[i] - (double)s * (double)qi; /* s*qi is exact in double */
+            en += e * e;
+        }
+        scale[j] = s;
+        sumq[j] = sum;
+        enorm[j] = up_float(sqrt(en) * (1.0 + 1e-12));
+        wnorm[j] = up_float(sqrt(wn) * (1.0 + 1e-12));
+    }
+    return 0;
+}
+
+/* The full head's float32 logit of one token: the FMA chain of small_gemm.c's kernels (k = 0 .. K-1 from 0). */
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("fma")))
+#endif
+static float exact_logit(const float *x, const float *wj, int64_t k) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k; i++) acc = fmaf(x[i], wj[i], acc);
+    return acc;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TGT __attribute__((target("avx512f,avx512bw,avx512vnni,fma")))
+
+int fc_screen_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
+}
+
+/* R rows (uint8 after +128, kpad bytes each, stride kp) x P panels from panel `p0`: int32 sums into s (row
+   stride ldS), before the -128 * sum(q_j) correction. */
+#define SCREEN_KERNEL(R, P)                                                                                 \
+    static TGT void screen##R##x##P(const uint8_t *u, int64_t kp, const int8_t *q, int64_t p0, int32_t *s,   \
+                                    int64_t ldS) {                                                          \
+        __m512i acc[R][P];                                                                                  \
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                \
+            _Pragma("GCC unroll 16") for (int c = 0; c < P; c++) acc[r][c] = _mm512_setzero_si512();        \
+        int64_t groups = kp / QG;                                                                           \
+        for (int64_t g = 0; g < groups; g++) {                                                              \
+            __m512i wv[P];                                                                                  \
+            _Pragma("GCC unroll 16") for (int c = 0; c < P; c++)                                            \
+                wv[c] = _mm512_loadu_si512((const void *)(q + ((p0 + c) * groups + g) * QP * QG));          \
+            _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {                                          \
+                int32_t word;                                                                               \
+                memcpy(&word, u + r * kp + g * QG, 4);                                                      \
+                __m512i b = _mm512_set1_epi32(word);                                                        \
+                _Pragma("GCC unroll 16") for (int c = 0; c < P; c++)                                        \
+                    acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], b, wv[c]);                                   \
+            }                                                                                               \
+        }                                                                                                   \
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                \
+            _Pragma("GCC unroll 16") for (int c = 0; c < P; c++)                                            \
+                _mm512_storeu_si512((void *)(s + r * ldS + (p0 + c) * QP), acc[r][c]);                      \
+    }
+
+SCREEN_KERNEL(1, 8)
+SCREEN_KERNEL(1, 1)
+SCREEN_KERNEL(2, 4)
+SCREEN_KERNEL(2, 1)
+SCREEN_KERNEL(4, 2)
+SCREEN_KERNEL(4, 1)
+
+/* Panels [p, end) for a block of 1, 2 or 4 rows. */
+static TGT void screen_range(int rows, const uint8_t *u, int64_t kp, const int8_t *q, int64_t p, int64_t end,
+                             int32_t *s, int64_t ldS) {
+    if (rows == 1) {
+        for (; p + 8 <= end; p += 8) screen1x8(u, kp, q, p, s, ldS);
+        for (; p < end; p++) screen1x1(u, kp, q, p, s, ldS);
+    } else if (rows == 2) {
+        for (; p + 4 <= end; p += 4) screen2x4(u, kp, q, p, s, ldS);
+        for (; p < end; p++) screen2x1(u, kp, q, p, s, ldS);
+    } else {
+        for (; p + 2 <= end; p += 2) screen4x2(u, kp, q, p, s, ldS);
+        for (; p < end; p++) screen4x1(u, kp, q, p, s, ldS);
+    }
+}
+
+int64_t fc_thread_count(void); /* small_gemm.c: the threads fc_set_threads gave (torch's) */
+
+/* Every panel for a block of rows, split over fc_thread_count() threads in contiguous ranges of 8 panels when
+   the product is large enough (each sum is the same whatever thread computes it). */
+static TGT void screen_rows(int rows, const uint8_t *u, int64_t kp, const int8_t *q, int64_t panels, int32_t *s,
+                            int64_t ldS) {
+    int threads = (int)fc_thread_count();
+    if (threads <= 1 || panels * kp * rows < (1 << 20)) {
+        screen_range(rows, u, kp, q, 0, panels, s, ldS);
+        return;
+    }
+    int64_t chunks = (panels + 7) / 8;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t end = (c + 1) * 8 < panels ? (c + 1) * 8 : panels;
+        screen_range(rows, u, kp, q, c * 8, end, s, ldS);
+    }
+}
+
+/* One row's quantization: u (kpad bytes, int8 value + 128, zero-padded as 128), its scale, and upper bounds on
+   |sh*qh| and |eh| and |h|. Returns 0, or -1 for a row that is not finite or all zero. */
+static int quantize_row(const float *x, int64_t k, int64_t kp, uint8_t *u, float *sh, double *qnorm,
+                        double *enorm, double *hnorm) {
+    double m, hn;
+    if (row_stats(x, k, &m, &hn) != 0 || m == 0.0) return -1;
+    float s = (float)(m / 127.0);
+    double qn = 0.0, en = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        long qi = lrint((double)x[i] / s);
+        qi = qi > 127 ? 127 : (qi < -127 ? -127 : qi);
+        u[i] = (uint8_t)(qi + 128);
+        double d = (double)s * (double)qi;
+        qn += d * d;
+        en += ((double)x[i] - d) * ((double)x[i] - d);
+    }
+    for (int64_t i = k; i < kp; i++) u[i] = 128;
+    *sh = s;
+    *qnorm = sqrt(qn) * (1.0 + 1e-12);
+    *enorm = sqrt(en) * (1.0 + 1e-12);
+    *hnorm = sqrt(hn) * (1.0 + 1e-12);
+    return 0;
+}
+
+/* The argmax (numpy's rule) of each row of x @ w^T, x (m, k) float32 row-major, w (v, k) float32 row-major
+ * with fc_screen_pack's q/scale/sumq/enorm/wnorm; into argmax_out (m entries). `scratch`: at least
+ * 16 * ceil(v/16) * (4 + 4) + 4 * kpad bytes, 64-byte aligned not required. Returns the number of exact logits
+ * computed over all rows (>= m), or -1 with nothing written for any row that is not finite or all zero (the
+ * caller computes the whole head for the call). */
+TGT int64_t fc_screen_argmax(const float *x, int64_t m, int64_t k, const int8_t *q, const float *scale,
+                             const int32_t *sumq, const float *enorm, const float *wnorm, const float *w, int64_t v,
+                             int64_t *argmax_out, void *scratch) {
+    if (m <= 0) return 0;
+    if (k < 1 || k > SCREEN_MAX_K) return -1;
+    int64_t kp = fc_screen_kpad(k), panels = (v + QP - 1) / QP, vp = panels * QP;
+    int32_t *sums = (int32_t *)scratch;               /* 4 rows x vp */
+    float *upper = (float *)(sums + 4 * vp);          /* vp */
+    uint8_t *u = (uint8_t *)(upper + vp);             /* 4 rows x kp */
+    float sh[4];
+    double qn[4], en[4], hn[4];
+    /* gamma_k of the full head's k FMAs, inflated */
+    double unit = ldexp(1.0, -24), gamma = (double)k * unit / (1.0 - (double)k * unit) * 1.01;
+    int64_t exact = 0;
+    int rows;
+    for (int64_t r0 = 0; r0 < m; r0 += rows) {
+        rows = (int)(m - r0 >= 4 ? 4 : (m - r0 >= 2 ? 2 : 1));
+        for (int r = 0; r < rows; r++)
+            if (quantize_row(x + (r0 + r) * k, k, kp, u + r * kp, &sh[r], &qn[r], &en[r], &hn[r]) != 0) return -1;
+        screen_rows(rows, u, kp, q, panels, sums, vp);
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (r0 + r) * k;
+            const int32_t *sr = sums + r * vp;
+            __m512 vsh = _mm512_set1_ps(sh[r]);
+            __m512 va = _mm512_set1_ps(up_float(qn[r])), ve = _mm512_set1_ps(up_float(en[r] + gamma * hn[r]));
+            __m512 slack = _mm512_set1_ps(4e-6f), tiny = _mm512_set1_ps(1e-30f);
+            __m512i v128 = _mm512_set1_epi32(128);
+            __m512 best_ap = _mm512_set1_ps(-INFINITY);
+            __m512i best_ix = _mm512_setzero_si512(), ix = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                                             12, 13, 14, 15);
+            int64_t j = 0;
+            for (; j + QP <= v; j += QP) {
+                __m512i sj = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(sr + j)),
+                                              _mm512_mullo_epi32(v128, _mm512_loadu_si512((const void *)(sumq + j))));
+                __m512 ap = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sj), vsh), _mm512_loadu_ps(scale + j));
+                __m512 err = _mm512_fmadd_ps(va, _mm512_loadu_ps(enorm + j),
+                                             _mm512_mul_ps(ve, _mm512_loadu_ps(wnorm + j)));
+                /* the float arithmetic above is within a few ulps of |ap| + err: a relative slack covers it */
+                __m512 mag = _mm512_add_ps(_mm512_abs_ps(ap), err);
+                __m512 up = _mm512_add_ps(_mm512_add_ps(ap, err), _mm512_fmadd_ps(slack, mag, tiny));
+                _mm512_storeu_ps(upper + j, up);
+                __mmask16 better = _mm512_cmp_ps_mask(ap, best_ap, _CMP_GT_OQ);
+                best_ap = _mm512_mask_blend_ps(better, best_ap, ap);
+                best_ix = _mm512_mask_blend_epi32(better, best_ix, ix);
+                ix = _mm512_add_epi32(ix, _mm512_set1_epi32(QP));
+            }
+            float lanes_ap[QP];
+            int32_t lanes_ix[QP];
+            _mm512_storeu_ps(lanes_ap, best_ap);
+            _mm512_storeu_si512((void *)lanes_ix, best_ix);
+            float top = -INFINITY;
+            int64_t star = 0;
+            for (int t = 0; t < QP; t++)
+                if (lanes_ap[t] > top) top = lanes_ap[t], star = lanes_ix[t];
+            for (; j < v; j++) { /* the tail, scalar, the same arithmetic */
+                float ap = ((float)(sr[j] - 128 * sumq[j]) * sh[r]) * scale[j];
+                float err = fmaf(up_float(qn[r]), enorm[j], up_float(en[r] + gamma * hn[r]) * wnorm[j]);
+                upper[j] = (ap + err) + fmaf(4e-6f, fabsf(ap) + err, 1e-30f);
+                if (ap > top) top = ap, star = j;
+            }
+            float thr = exact_logit(xr, w + star * k, k);
+            exact++;
+            /* every token whose bound reaches thr (star among them, as upper >= its logit), in index order */
+            int64_t best = -1;
+            float best_val = -INFINITY;
+            __m512 vthr = _mm512_set1_ps(thr);
+            for (j = 0; j + QP <= v; j += QP) {
+                __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(upper + j), vthr, _CMP_GE_OQ);
+                while (hit) {
+                    int t = __builtin_ctz((unsigned)hit);
+                    hit &= (__mmask16)(hit - 1);
+                    int64_t c = j + t;
+                    float val = c == star ? thr : exact_logit(xr, w + c * k, k);
+                    exact += c != star;
+                    if (best < 0 || val > best_val) best = c, best_val = val;
+                }
+            }
+            for (; j < v; j++) {
+                if (!(upper[j] >= thr) && j != star) continue;
+                float val = j == star ? thr : exact_logit(xr, w + j * k, k);
+                exact += j != star;
+                if (best < 0 || val > best_val) best = j, best_val = val;
+            }
+            /* star's own bound reaches its logit; should rounding ever say otherwise, it still competes */
+            if (best < 0 || thr > best_val || (thr == best_val && star < best)) best = star;
+            argmax_out[r0 + r] = best;
+        }
+    }
+    return exact;
+}
+#else
+int fc_screen_supported(void) { return 0; }
+int64_t fc_screen_argmax(const float *x, int64_t m, int64_t k, const int8_t *q, const float *scale,
+                         const int32_t *sumq, const float *enorm, const float *wnorm, const float *w, int64_t v,
+                         int64_t *argmax_out, void *scratch) {
+    (void)x; (void)m; (void)k; (void)q; (void)scale; (void)sumq; (void)enorm; (void)wnorm; (void)w; (void)v;
+    (void)argmax_out; (void)scratch;
+    return -1;
+}
+#endif

@@ -1,0 +1,106 @@
+"""The LM head's exact greedy choice by int8 screening (``screened_head.c``): packing and calls.
+
+Greedy decoding reads only the argmax of each LM-head row. :class:`ScreenedHead` finds it from an int8 screen of
+every token (AVX-512 VNNI) and the exact float32 logits of the few tokens whose error bound reaches the best
+exact one: the same index as the argmax of the full head's logits (numpy's rule), bit for bit, reading a quarter of
+the head's bytes (tiny-py-coder, 1 thread: 40 against 122 us for one row, 99 against 243 us for six;
+``benchmarks/results/2026-11-26p/exp_screen.txt``). See ``screened_head.c`` for the bound.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from . import library
+from .linear import sync_threads
+
+#: Attribute of an LM-head module: its :class:`ScreenedHead`, or False when it cannot have one.
+SCREEN_ATTR = "_fastcoder_screened_head"
+
+
+class ScreenedHead:
+    """An LM head's weight packed for :func:`argmax` (``fc_screen_pack``): int8 panels (V x K bytes, rounded up to
+    16 tokens and 4 values), per token a float32 scale, an int32 sum and two float32 norms (~V x 16 bytes).
+
+    Build with :meth:`for_weight`. Keeps a reference to the float32 weight, whose rows the exact logits read.
+    """
+
+    def __init__(self, lib, weight: torch.Tensor):
+        self._lib = lib
+        self.weight = weight  # (V, K) float32, contiguous: the exact logits' rows
+        self.vocab, self.dim = int(weight.shape[0]), int(weight.shape[1])
+        self._q = np.zeros(int(lib.fc_screen_bytes(self.vocab, self.dim)), dtype=np.int8)
+        self._scale = np.zeros(self.vocab, dtype=np.float32)
+        self._sumq = np.zeros(self.vocab, dtype=np.int32)
+        self._enorm = np.zeros(self.vocab, dtype=np.float32)
+        self._wnorm = np.zeros(self.vocab, dtype=np.float32)
+        vp = (self.vocab + 15) // 16 * 16
+        self._scratch_bytes = 4 * vp * 4 + vp * 4 + 4 * int(lib.fc_screen_kpad(self.dim)) + 64
+        self._local = threading.local()
+        self.rows = 0  # rows screened so far
+        self.exact = 0  # exact logits computed so far (>= rows)
+        self.ok = lib.fc_screen_pack(weight.data_ptr(), self.vocab, self.dim, self._q.ctypes.data,
+                                     self._scale.ctypes.data, self._sumq.ctypes.data, self._enorm.ctypes.data,
+                                     self._wnorm.ctypes.data) == 0
+        self._args = (self._q.ctypes.data, self._scale.ctypes.data, self._sumq.ctypes.data, self._enorm.ctypes.data,
+                      self._wnorm.ctypes.data, weight.data_ptr(), self.vocab)
+
+    @classmethod
+    def for_weight(cls, weight: torch.Tensor) -> "ScreenedHead | None":
+        """A screened head for ``weight`` ((V, K) float32 CPU tensor, K <= 16,384), or None: no native library,
+        a CPU without AVX-512 F/BW/VNNI, another dtype or device, or a weight that is not finite."""
+        lib = library()
+        if (lib is None or not lib.fc_screen_supported() or weight.dim() != 2 or weight.dtype != torch.float32
+                or weight.device.type != "cpu"):
+            return None
+        weight = weight.detach().contiguous()
+        head = cls(lib, weight)
+        return head if head.ok else None
+
+    def _scratch(self):
+        buf = getattr(self._local, "buf", None)
+        if buf is None:
+            buf = self._local.buf = (np.zeros(self._scratch_bytes, dtype=np.uint8),
+                                     np.zeros(1, dtype=np.int64))
+        return buf
+
+    def argmax(self, hidden: torch.Tensor) -> list[int] | None:
+        """Each row's argmax of ``hidden @ weight.T`` (numpy's rule: the first maximum), exact.
+
+        Args:
+            hidden: (R, K) float32 CPU tensor, the LM head's input rows (R >= 1).
+        Returns:
+            R token ids; None, with nothing computed, for a row that is not finite or all zero (the caller then
+            computes the whole head).
+        """
+        x = hidden.detach()
+        if not x.is_contiguous():
+            x = x.contiguous()
+        rows = int(x.shape[0])
+        sync_threads(self._lib)  # the int8 product splits its panels over torch's threads, as fc_gemm does
+        scratch, out = self._scratch()
+        if out.shape[0] < rows:
+            out = np.zeros(rows, dtype=np.int64)
+            self._local.buf = (scratch, out)
+        n = self._lib.fc_screen_argmax(x.data_ptr(), rows, self.dim, *self._args, out.ctypes.data,
+                                       scratch.ctypes.data)
+        if n < 0:
+            return None
+        self.rows += rows
+        self.exact += int(n)
+        return out[:rows].tolist()
+
+
+def screened_head(head: torch.nn.Module) -> ScreenedHead | None:
+    """``head``'s :class:`ScreenedHead` (an ``nn.Linear`` LM head without bias), built on first use and kept on the
+    module; None where it cannot have one (see :meth:`ScreenedHead.for_weight`)."""
+    found = getattr(head, SCREEN_ATTR, None)
+    if found is None:
+        weight = getattr(head, "weight", None)
+        ok = isinstance(head, torch.nn.Linear) and getattr(head, "bias", None) is None and weight is not None
+        found = (ScreenedHead.for_weight(weight) if ok else None) or False
+        setattr(head, SCREEN_ATTR, found)
+    return found or None
