@@ -22,10 +22,12 @@ from transformers import DynamicCache
 
 from .draft_tree import SOURCE_NAMES
 from .drafters import FastCoderCache, make_drafter
+from .hf_baseline import generate_prompt_lookup
 from .kv_cache import new_kv_cache
 from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
 from .steps import decode_one_token, decode_one_token_greedy, prefill
+from .stops import hit_stop, stop_cut, stop_tokens, stop_touching
 from .verify import (SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward,
                      tree_forward_greedy, walk_greedy)
 
@@ -533,26 +535,13 @@ class SpeculativeDecoder:
         res.stats["draft_sizes"] = draft_sizes
         return res
 
-    def _stop_texts(self, stop: Sequence[str] | None) -> tuple[str, ...] | None:
-        """The non-empty ``stop`` strings, or None without any or without a tokenizer to spell them."""
-        texts = tuple(s for s in stop or () if s)
-        return texts if texts and self.loaded.tokenizer is not None else None
-
     def _stop_tokens(self, stop: Sequence[str] | None) -> frozenset[int] | None:
-        """The ids of the tokens whose own text contains one of the ``stop`` strings (None without stop
-        strings or a tokenizer); kept per model (:meth:`engine.healing.TokenBytes.containing_ids`)."""
-        texts = self._stop_texts(stop)
-        return None if texts is None else self.token_bytes.containing_ids(texts)
+        """:func:`engine.stops.stop_tokens` for this model."""
+        return stop_tokens(stop, self.loaded)
 
     def _stop_touching(self, stop: Sequence[str] | None) -> frozenset[int] | None:
-        """The ids of the tokens that share a byte with one of the ``stop`` strings
-        (:meth:`engine.healing.TokenBytes.touching_ids`; kept per model), or None without stop strings or a
-        tokenizer (then every step searches). A decoded output whose new tokens hold none of them cannot newly
-        contain a stop string: the decode and search of the whole output (~50-100 us a step with the caches cold)
-        is skipped. Skipping can only delay a stop, never invent one, and the result's text is cut at the first
-        stop string in any case (:meth:`_result`)."""
-        texts = self._stop_texts(stop)
-        return None if texts is None else self.token_bytes.touching_ids(texts)
+        """:func:`engine.stops.stop_touching` for this model (None: every step searches)."""
+        return stop_touching(stop, self.loaded)
 
     def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None):
         """``tree`` without the nodes whose verification is wasted: those that contradict the token-healing
@@ -592,12 +581,8 @@ class SpeculativeDecoder:
         return spent
 
     def _hit_stop(self, out: list[int], stop: Sequence[str], skip: int = 0) -> bool:
-        """Whether a stop string occurs in the decoded output after its first ``skip`` characters."""
-        tok = self.loaded.tokenizer
-        if tok is None:
-            return False
-        text = tok.decode(out, skip_special_tokens=True)
-        return any(s and text.find(s, skip) >= 0 for s in stop)
+        """:func:`engine.stops.hit_stop` with this model's tokenizer."""
+        return hit_stop(self.loaded.tokenizer, out, stop, skip)
 
     def _result(self, ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
                 truncated, stop, skip: int = 0) -> GenerationResult:
@@ -606,7 +591,7 @@ class SpeculativeDecoder:
         if tok is not None and out:
             text = tok.decode(out, skip_special_tokens=True)
         if stop:
-            cut = min((i for i in (text.find(s, skip) for s in stop if s) if i >= 0), default=-1)
+            cut = stop_cut(text, stop, skip)
             if cut >= 0:  # a cancelled request stays cancelled: its caller no longer wants the answer
                 text, finish = text[:cut], ("cancelled" if finish == "cancelled" else "stop")
         forward_passes = len(accepted_lengths)
@@ -626,37 +611,11 @@ class SpeculativeDecoder:
         return GenerationResult(text, out, finish, stats)
 
     def _generate_hf(self, ids, max_new, params: SamplingParams, seed, stop, truncated) -> GenerationResult:
-        """Baseline: transformers' own prompt lookup decoding (``prompt_lookup_num_tokens=10``)."""
-        model = self.loaded.model
-        calls: list[float] = []
-        hook = model.register_forward_pre_hook(lambda *_: calls.append(time.perf_counter()))
-        try:
-            if seed is not None:
-                torch.manual_seed(seed)
-            prompt = torch.tensor([ids], dtype=torch.long, device=self.loaded.device)
-            kwargs = dict(do_sample=False) if params.greedy else dict(
-                do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
-            eos = sorted(self.loaded.eos_token_ids)
-            pad = getattr(self.loaded.tokenizer, "pad_token_id", None) if self.loaded.tokenizer else None
-            t0 = time.perf_counter()
-            with torch.inference_mode():
-                seq = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_new,
-                                     prompt_lookup_num_tokens=10, eos_token_id=eos or None,
-                                     pad_token_id=pad if pad is not None else (eos[0] if eos else 0), **kwargs)
-            t_end = time.perf_counter()
-        finally:
-            hook.remove()
-        new = seq[0, len(ids):].tolist()
-        finish = "length"
-        for i, t in enumerate(new):
-            if t in self.loaded.eos_token_ids:
-                new, finish = new[:i], "eos"
-                break
-        t_prefill = calls[1] if len(calls) > 1 else t_end
-        passes = max(len(calls) - 1, 0)
-        res = self._result(ids, new, finish, t0, t_prefill, t_end, [], {n: 0 for n in SOURCE_NAMES.values()},
-                           0.0, truncated, stop)
+        """Baseline: transformers' own prompt lookup decoding (:func:`engine.hf_baseline.generate_prompt_lookup`)."""
+        run = generate_prompt_lookup(self.loaded, ids, max_new, params, seed)
+        res = self._result(ids, run.new, run.finish, run.t0, run.t_prefill, run.t_end, [],
+                           {n: 0 for n in SOURCE_NAMES.values()}, 0.0, truncated, stop)
         # transformers does not expose per-step acceptance: only the totals are known
-        res.stats.update(forward_passes=passes, accepted_lengths=[], draft_sizes=[],
-                         mean_accepted_length=round((len(new) - 1) / passes, 4) if passes else 0.0)
+        res.stats.update(forward_passes=run.passes, accepted_lengths=[], draft_sizes=[],
+                         mean_accepted_length=round((len(run.new) - 1) / run.passes, 4) if run.passes else 0.0)
         return res

@@ -1,0 +1,52 @@
+"""Stop strings in speculative decoding: which tokens can spell one, when to search the output, where to cut it.
+
+A completion ends at the first occurrence of a stop string (the server's ``"\\n"`` for a line, ``"\\n\\n"`` for a
+block) in its decoded text. The decoder (:mod:`engine.decoder`) checks the output once per forward, only after a
+token that shares a byte with a stop string (:func:`stop_touching`), prunes draft-tree nodes below a token that
+already spells one (:func:`stop_tokens`, :func:`engine.verify.prune_after_stop`) and cuts the result's text at the
+first stop (:func:`stop_cut`). Token sets are kept per model by :class:`engine.healing.TokenBytes`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def stop_texts(stop: Sequence[str] | None, tokenizer) -> tuple[str, ...] | None:
+    """The non-empty ``stop`` strings, or None without any or without a tokenizer to spell them."""
+    texts = tuple(s for s in stop or () if s)
+    return texts if texts and tokenizer is not None else None
+
+
+def stop_tokens(stop: Sequence[str] | None, loaded) -> frozenset[int] | None:
+    """The ids of the tokens whose own text contains one of the ``stop`` strings (None without stop strings or a
+    tokenizer); ``loaded``: an :class:`engine.model.LoadedModel`, whose :class:`engine.healing.TokenBytes` keeps the
+    set (:meth:`engine.healing.TokenBytes.containing_ids`)."""
+    texts = stop_texts(stop, loaded.tokenizer)
+    return None if texts is None else loaded.token_bytes.containing_ids(texts)
+
+
+def stop_touching(stop: Sequence[str] | None, loaded) -> frozenset[int] | None:
+    """The ids of the tokens that share a byte with one of the ``stop`` strings
+    (:meth:`engine.healing.TokenBytes.touching_ids`; kept per model), or None without stop strings or a tokenizer
+    (then every step searches). A decoded output whose new tokens hold none of them cannot newly contain a stop
+    string: the decode and search of the whole output (~50-100 us a step with the caches cold) is skipped.
+    Skipping can only delay a stop, never invent one, and the result's text is cut at the first stop string in
+    any case (:func:`stop_cut`). ``loaded``: as for :func:`stop_tokens`."""
+    texts = stop_texts(stop, loaded.tokenizer)
+    return None if texts is None else loaded.token_bytes.touching_ids(texts)
+
+
+def hit_stop(tokenizer, out: list[int], stop: Sequence[str], skip: int = 0) -> bool:
+    """Whether a stop string occurs in the decoded ``out`` (token ids) after its first ``skip`` characters; False
+    without a tokenizer."""
+    if tokenizer is None:
+        return False
+    text = tokenizer.decode(out, skip_special_tokens=True)
+    return any(s and text.find(s, skip) >= 0 for s in stop)
+
+
+def stop_cut(text: str, stop: Sequence[str] | None, skip: int = 0) -> int:
+    """The index (characters) of the first occurrence of any ``stop`` string in ``text`` at or after ``skip``, or
+    -1 when none occurs."""
+    return min((i for i in (text.find(s, skip) for s in stop or () if s) if i >= 0), default=-1)
