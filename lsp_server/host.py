@@ -35,6 +35,21 @@ log = logging.getLogger("fastcoder.lsp")
 MAX_DOCUMENT_CHARS = 5_000_000  # documents larger than this get no completion (characters)
 
 
+def _screen_lm_head(loaded) -> bool:
+    """Pack ``loaded``'s LM head for greedy steps' int8 screening (:func:`engine.lean_forward.greedy_ready`) and say
+    whether greedy decoding will use it; False on any failure (the whole head serves)."""
+    try:
+        import torch  # noqa: PLC0415
+
+        from engine.lean_forward import greedy_ready  # noqa: PLC0415
+
+        with torch.inference_mode():
+            return greedy_ready(loaded.model)
+    except Exception:  # noqa: BLE001  (an optional speed-up: never a failed load)
+        log.exception("LM-head screen unavailable")
+        return False
+
+
 @dataclass
 class CompletionRequest:
     """One inline-completion job: the document text around the cursor at ``version``.
@@ -102,6 +117,7 @@ class EngineHost(IndexingMixin):
         self._estimator: Any = None  # acceptance estimates, shared by the fastcoder decoders
         self._history: Any = None  # earlier completions' output (engine.history), shared like the estimator
         self.verify_cost: dict | None = None
+        self.lm_head_screen = False  # greedy steps take the LM head's argmax by int8 screening (engine.native)
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
@@ -161,6 +177,9 @@ class EngineHost(IndexingMixin):
                 from engine.draft_head import find_draft_head  # noqa: PLC0415
 
                 find_draft_head(loaded.model)  # read once here (engine.draft_head), not in a first completion
+            # the LM head's int8 screen for greedy steps, packed here rather than in a first completion (a 150k-token
+            # vocabulary takes ~1 s)
+            screen = _screen_lm_head(loaded)
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:
@@ -175,6 +194,7 @@ class EngineHost(IndexingMixin):
                 return
             self.loaded, self.common, self._cost = loaded, common, cost
             self.verify_cost = cost.as_dict() if cost is not None else None
+            self.lm_head_screen = screen
             self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
             self._caches.clear()
@@ -463,6 +483,8 @@ class EngineHost(IndexingMixin):
             "counters": dict(self.counters),
             "last_reindex_ms": self.last_reindex_ms,
             "verify_cost": self.verify_cost,
+            # greedy steps take the LM head's argmax by int8 screening and exact rescoring (the same tokens)
+            "lm_head_screen": self.lm_head_screen,
             # a flat c(n) (a GPU's): fastcoder searches every source beside the context copy (engine.cost_model)
             "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,
