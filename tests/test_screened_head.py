@@ -140,3 +140,22 @@ def test_the_verify_cost_is_measured_through_the_greedy_steps(tiny_coder, monkey
     monkeypatch.setattr(ver, "tree_forward_greedy", counted_verify)
     measure_verify_cost(tiny_coder, context=16, sizes=(1, 3), repeats=2)
     assert sorted(calls) == [0, 0, 1, 1, 3, 3]
+
+
+@needs_screen
+def test_a_weight_changed_after_packing_gets_a_new_screen():
+    """Training in the same process (SDSAT) changes the head in place: the screen follows, never a stale one."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(32, 300, bias=False)
+    x = torch.randn(4, 32)
+    first = screened_head(head)
+    assert first is not None and first.argmax(x) == full_head_argmax(head.weight.detach(), x)
+    assert screened_head(head) is first  # kept while the weight is unchanged
+    with torch.no_grad():
+        head.weight.mul_(-1.0)  # every argmax moves
+    second = screened_head(head)
+    assert second is not first
+    assert second.argmax(x) == full_head_argmax(head.weight.detach(), x)
+    head.weight = torch.nn.Parameter(torch.randn(300, 32))  # replaced
+    assert screened_head(head).argmax(x) == full_head_argmax(head.weight.detach(), x)
+    assert screened_head(torch.nn.Linear(32, 300, bias=True)) is None  # a bias: the whole head

@@ -17,7 +17,7 @@ import torch
 from . import library
 from .linear import sync_threads
 
-#: Attribute of an LM-head module: its :class:`ScreenedHead`, or False when it cannot have one.
+#: Attribute of an LM-head module: ``(weight, its version, ScreenedHead or None)`` when last looked at.
 SCREEN_ATTR = "_fastcoder_screened_head"
 
 
@@ -96,11 +96,16 @@ class ScreenedHead:
 
 def screened_head(head: torch.nn.Module) -> ScreenedHead | None:
     """``head``'s :class:`ScreenedHead` (an ``nn.Linear`` LM head without bias), built on first use and kept on the
-    module; None where it cannot have one (see :meth:`ScreenedHead.for_weight`)."""
+    module, built again when the weight was replaced or changed in place since (``Tensor._version``, as
+    :mod:`engine.packed_linear` checks its packs: training in the same process must not leave a stale screen);
+    None where it cannot have one (see :meth:`ScreenedHead.for_weight`)."""
+    weight = getattr(head, "weight", None)
     found = getattr(head, SCREEN_ATTR, None)
+    if found is not None and (weight is not found[0] or weight._version != found[1]):
+        found = None
     if found is None:
-        weight = getattr(head, "weight", None)
         ok = isinstance(head, torch.nn.Linear) and getattr(head, "bias", None) is None and weight is not None
-        found = (ScreenedHead.for_weight(weight) if ok else None) or False
+        found = (weight, weight._version if weight is not None else 0,
+                 ScreenedHead.for_weight(weight) if ok else None)
         setattr(head, SCREEN_ATTR, found)
-    return found or None
+    return found[2]
