@@ -207,9 +207,9 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     A random prompt of ``context`` tokens (capped by the model's context) is prefilled once; then, for
     each size n, the decoder's own call for a step with n draft tokens is timed on that cache: the plain
     step (:func:`engine.steps.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
-    chain of n draft tokens (their greedy forms, :func:`engine.steps.decode_one_token_greedy` and
-    :func:`engine.verify.tree_forward_greedy`, where the LM head screens its argmax: greedy decoding's calls) (positions and tree mask made as a decode step makes them; the mask's shape
-    does not change the work) otherwise; in shuffled rounds, the cache cropped back after each:
+    chain of n draft tokens (positions and tree mask made as a decode step makes them; the mask's shape
+    does not change the work) otherwise, or their greedy forms (:func:`engine.steps.decode_one_token_greedy`,
+    :func:`engine.verify.tree_forward_greedy`) where the LM head screens its argmax, as greedy decoding does; in shuffled rounds, the cache cropped back after each:
     ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
     ``max_repeats`` rounds at most. c(n) is the median over rounds of the round's time for n over its
     time for n = 0 (robust to other load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a

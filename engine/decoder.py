@@ -102,9 +102,10 @@ class SpeculativeDecoder:
         **options: drafter options (see :func:`engine.drafters.make_drafter`), e.g.
             ``use_cache=False`` for the FastCoder ablations, ``draft_budget=64`` (default:
             :func:`default_draft_budget`, or a cap of :data:`MAX_DRAFT_TOKENS` when trees are sized by
-            cost), ``screened_head`` (default True, every method: greedy steps take the LM head's argmax by
-            int8 screening and exact rescoring where the model allows it, :func:`engine.lean_forward.forward_greedy`,
-            the same tokens; False: the whole head's logits). fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
+            cost), ``screened_head`` (default True, every method: greedy steps take the LM head's argmax
+            by int8 screening and exact rescoring where the model allows it,
+            :func:`engine.lean_forward.forward_greedy`, the same tokens; False: the whole head's logits).
+            fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
             measured verify cost with online acceptance estimates, :mod:`engine.acceptance`),
             ``verify_cost`` (a :class:`engine.cost_model.VerifyCost`; default: measured and cached
             for this model/device/dtype/threads) and ``acceptance_estimator`` (one to share, e.g.

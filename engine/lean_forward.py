@@ -384,9 +384,10 @@ def forward_greedy(model, input_ids: torch.Tensor, past_key_values, position_ids
     """The greedy token after each row of a decoding forward: ``forward_logits(...)[0].argmax(-1)`` (numpy's rule,
     the first maximum) for ``input_ids`` (1, rows) int64, the cache extended in place the same way, without the
     logits: the LM head's argmax by int8 screening and exact rescoring (``native/screened_head.c``), the same
-    indices bit for bit, at ~1/3 of the head's time (tiny-py-coder, 1 thread: 40 against 122 us for one row, 99
-    against 243 us for 6 rows; a plain step at 512 cached tokens 1.39 -> 1.11 ms). A row the screen does not take (not finite) gets the whole head. The final hidden
-    states are :func:`hidden_rows`' content afterwards, as after :func:`forward_logits`.
+    indices bit for bit, at ~1/3 of the head's time (tiny-py-coder, 1 thread: 43 against 125 us for one row,
+    103 against 247 us for 6 rows; a plain step at 512 cached tokens 1.78 -> 1.41 ms). A row the screen does not
+    take (not finite) gets the whole head. The final hidden states are :func:`hidden_rows`' content afterwards,
+    as after :func:`forward_logits`.
 
     Requires :func:`greedy_ready` (raises RuntimeError otherwise). Returns ``rows`` token ids."""
     direct = getattr(model, GREEDY_ATTR, None)

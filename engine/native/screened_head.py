@@ -3,7 +3,7 @@
 Greedy decoding reads only the argmax of each LM-head row. :class:`ScreenedHead` finds it from an int8 screen of
 every token (AVX-512 VNNI) and the exact float32 logits of the few tokens whose error bound reaches the best
 exact one: the same index as the argmax of the full head's logits (numpy's rule), bit for bit, reading a quarter of
-the head's bytes (tiny-py-coder, 1 thread: 40 against 122 us for one row, 99 against 243 us for six;
+the head's bytes (tiny-py-coder, 1 thread: 43 against 125 us for one row, 103 against 247 us for six;
 ``benchmarks/results/2026-11-26p/exp_screen.txt``). See ``screened_head.c`` for the bound.
 """
 
