@@ -372,7 +372,7 @@ def forward_logits(model, input_ids: torch.Tensor, past_key_values, position_ids
 def greedy_ready(model) -> bool:
     """Whether :func:`forward_greedy` takes ``model``'s decoding forwards: the lean forward is installed and its LM
     head has an int8 screen (:func:`engine.native.screened_head.screened_head`: the native library, a float32
-    ``nn.Linear`` head without bias on a CPU with AVX-512 VNNI), outside training and autograd."""
+    ``nn.Linear`` head without bias on an x86-64 CPU with AVX2), outside training and autograd."""
     if getattr(model, GREEDY_ATTR, None) is None or model.training or torch.is_grad_enabled():
         return False
     head = getattr(model, "lm_head", None)
@@ -384,8 +384,8 @@ def forward_greedy(model, input_ids: torch.Tensor, past_key_values, position_ids
     """The greedy token after each row of a decoding forward: ``forward_logits(...)[0].argmax(-1)`` (numpy's rule,
     the first maximum) for ``input_ids`` (1, rows) int64, the cache extended in place the same way, without the
     logits: the LM head's argmax by int8 screening and exact rescoring (``native/screened_head.c``), the same
-    indices bit for bit, at ~1/3 of the head's time (tiny-py-coder, 1 thread: 43 against 125 us for one row,
-    103 against 247 us for 6 rows; a plain step at 512 cached tokens 1.78 -> 1.41 ms). A row the screen does not
+    indices bit for bit, at ~1/3 of the head's time (tiny-py-coder, 1 thread: 42 against 123 us for one row,
+    106 against 262 us for 6 rows; a plain step at 512 cached tokens 1.65 -> 1.28 ms). A row the screen does not
     take (not finite) gets the whole head. The final hidden states are :func:`hidden_rows`' content afterwards,
     as after :func:`forward_logits`.
 

@@ -148,7 +148,7 @@ async def test_status_reports_model_and_repo(client: LanguageClient):
     st = await request(client, "fastcoder/status")
     assert st["state"] == "ready" and st["method"] == "fastcoder" and st["device"] == "cpu" and st["dtype"] == "float32"
     assert st["cheap_verification"] is False  # a CPU's c(n): the narrow drafting settings
-    # greedy steps screen the LM head's argmax where the CPU has AVX-512 VNNI (engine/native/screened_head.c)
+    # greedy steps screen the LM head's argmax where the CPU has AVX2 (engine/native/screened_head.c)
     from engine.native.screened_head import ScreenedHead  # noqa: PLC0415
 
     assert st["lm_head_screen"] is (ScreenedHead.for_weight(__import__("torch").ones(16, 8)) is not None)

@@ -14,7 +14,20 @@ from engine.native.linear import gemm, gemm_library, pack_panels
 from engine.native.screened_head import ScreenedHead, screened_head
 
 needs_screen = pytest.mark.skipif(ScreenedHead.for_weight(torch.ones(16, 8)) is None,
-                                  reason="no AVX-512 VNNI (or no native library) on this machine")
+                                  reason="no AVX2/FMA (or no native library) on this machine")
+
+
+@pytest.fixture(params=["best", "avx2"])
+def isa(request):
+    """Each test once with the best instruction set this CPU has (AVX-512 VNNI here) and once on the AVX2 path."""
+    from engine.native import library  # noqa: PLC0415
+
+    lib = library()
+    if request.param == "avx2" and lib.fc_screen_use(1) != 1:
+        lib.fc_screen_use(0)
+        pytest.skip("no AVX2 on this machine")
+    yield request.param
+    lib.fc_screen_use(0)
 
 
 def full_head_argmax(weight: torch.Tensor, x: torch.Tensor) -> list[int]:
@@ -26,7 +39,7 @@ def full_head_argmax(weight: torch.Tensor, x: torch.Tensor) -> list[int]:
 
 @needs_screen
 @pytest.mark.parametrize("vocab,dim", [(8192, 256), (1000, 70), (37, 5), (16, 4)])
-def test_screened_argmax_equals_the_full_heads_for_any_rows(vocab, dim):
+def test_screened_argmax_equals_the_full_heads_for_any_rows(vocab, dim, isa):
     g = torch.Generator().manual_seed(vocab + dim)
     weight = torch.randn(vocab, dim, generator=g) * 0.05
     weight[3] = weight[vocab - 1]  # two tokens with the same weights: equal logits, the first index wins
@@ -42,7 +55,7 @@ def test_screened_argmax_equals_the_full_heads_for_any_rows(vocab, dim):
 
 @needs_screen
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_screened_argmax_on_any_number_of_threads(threads):
+def test_screened_argmax_on_any_number_of_threads(threads, isa):
     """The int8 product splits its panels over torch's threads: the same sums, the same tokens."""
     g = torch.Generator().manual_seed(threads)
     weight = torch.randn(4099, 128, generator=g) * 0.05  # 257 panels, the last one partial
@@ -58,7 +71,7 @@ def test_screened_argmax_on_any_number_of_threads(threads):
 
 
 @needs_screen
-def test_near_ties_are_rescored_exactly():
+def test_near_ties_are_rescored_exactly(isa):
     """Tokens within the int8 error of each other: every one is rescored, and the exact float32 logits decide."""
     g = torch.Generator().manual_seed(5)
     base = torch.randn(64, generator=g)
@@ -70,7 +83,7 @@ def test_near_ties_are_rescored_exactly():
 
 
 @needs_screen
-def test_rows_the_screen_does_not_take_give_none():
+def test_rows_the_screen_does_not_take_give_none(isa):
     weight = torch.randn(100, 32)
     head = ScreenedHead.for_weight(weight)
     ok = torch.randn(3, 32)
@@ -84,7 +97,7 @@ def test_rows_the_screen_does_not_take_give_none():
 
 
 @needs_screen
-def test_tiny_coder_hidden_states_screen_to_the_same_tokens(tiny_coder, real_code_prompts):
+def test_tiny_coder_hidden_states_screen_to_the_same_tokens(tiny_coder, real_code_prompts, isa):
     """Real final hidden states over third-party code: the same argmax, and only a few exact logits a row."""
     model = tiny_coder.model
     head = screened_head(model.lm_head)
@@ -102,7 +115,7 @@ def test_tiny_coder_hidden_states_screen_to_the_same_tokens(tiny_coder, real_cod
 
 @needs_screen
 @pytest.mark.parametrize("method", ["ar", "fastcoder"])
-def test_greedy_decoding_through_the_screen_equals_the_full_head(tiny_coder, real_code_prompts, method):
+def test_greedy_decoding_through_the_screen_equals_the_full_head(tiny_coder, real_code_prompts, method, isa):
     with torch.inference_mode():
         assert greedy_ready(tiny_coder.model)
     head = screened_head(tiny_coder.model.lm_head)

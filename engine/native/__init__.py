@@ -143,6 +143,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm_argmax.argtypes = [ptr, i64, i64, ptr, i64, ptr, ptr]
     lib.fc_screen_supported.restype = ctypes.c_int  # the LM head's exact argmax by int8 screening (screened_head.c)
     lib.fc_screen_supported.argtypes = []
+    lib.fc_screen_use.restype = ctypes.c_int
+    lib.fc_screen_use.argtypes = [ctypes.c_int]
     lib.fc_screen_bytes.restype = i64
     lib.fc_screen_bytes.argtypes = [i64, i64]
     lib.fc_screen_kpad.restype = i64

@@ -1,14 +1,15 @@
 """The LM head's exact greedy choice by int8 screening (``screened_head.c``): packing and calls.
 
 Greedy decoding reads only the argmax of each LM-head row. :class:`ScreenedHead` finds it from an int8 screen of
-every token (AVX-512 VNNI) and the exact float32 logits of the few tokens whose error bound reaches the best
-exact one: the same index as the argmax of the full head's logits (numpy's rule), bit for bit, reading a quarter of
-the head's bytes (tiny-py-coder, 1 thread: 43 against 125 us for one row, 103 against 247 us for six;
+every token (AVX-512 VNNI, or AVX2 with 7-bit rows) and the exact float32 logits of the few tokens whose error bound
+reaches the best exact one: the same index as the argmax of the full head's logits (numpy's rule), bit for bit,
+reading a quarter of the head's bytes (tiny-py-coder, 1 thread: 42 against 123 us for one row, 106 against 262 us for six;
 ``benchmarks/results/2026-11-26p/exp_screen.txt``). See ``screened_head.c`` for the bound.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -17,6 +18,10 @@ import torch
 from . import library
 from .linear import sync_threads
 
+#: Environment variable: ``0`` turns the screen off (the whole head serves every greedy step), ``avx2`` uses the AVX2
+#: path on a CPU that also has AVX-512 VNNI (tests and A/B runs); unset: the best the CPU has.
+SCREEN_ENV = "FASTCODER_SCREEN"
+_ISA_NAMES = {"avx2": 1, "vnni": 2}
 #: Attribute of an LM-head module: ``(weight, its version, ScreenedHead or None)`` when last looked at.
 SCREEN_ATTR = "_fastcoder_screened_head"
 
@@ -51,9 +56,10 @@ class ScreenedHead:
     @classmethod
     def for_weight(cls, weight: torch.Tensor) -> "ScreenedHead | None":
         """A screened head for ``weight`` ((V, K) float32 CPU tensor, K <= 16,384), or None: no native library,
-        a CPU without AVX-512 F/BW/VNNI, another dtype or device, or a weight that is not finite."""
+        a CPU without AVX2 and FMA, ``$FASTCODER_SCREEN=0``, another dtype or device, or a weight that is not
+        finite."""
         lib = library()
-        if (lib is None or not lib.fc_screen_supported() or weight.dim() != 2 or weight.dtype != torch.float32
+        if (lib is None or screen_isa(lib) == 0 or weight.dim() != 2 or weight.dtype != torch.float32
                 or weight.device.type != "cpu"):
             return None
         weight = weight.detach().contiguous()
@@ -92,6 +98,21 @@ class ScreenedHead:
         self.rows += rows
         self.exact += int(n)
         return out[:rows].tolist()
+
+
+def screen_isa(lib) -> int:
+    """The instruction set the screen uses in ``lib`` (the native library): 2 AVX-512 VNNI, 1 AVX2, 0 none (no such
+    CPU, or ``$FASTCODER_SCREEN=0``), chosen once per process from :data:`SCREEN_ENV`."""
+    if "isa" not in _CHOSEN:
+        want = os.environ.get(SCREEN_ENV, "").strip().lower()
+        if want in ("0", "off", "false", "no"):
+            _CHOSEN["isa"] = 0
+        else:
+            _CHOSEN["isa"] = int(lib.fc_screen_use(_ISA_NAMES.get(want, 0)))
+    return _CHOSEN["isa"]
+
+
+_CHOSEN: dict[str, int] = {}
 
 
 def screened_head(head: torch.nn.Module) -> ScreenedHead | None:
