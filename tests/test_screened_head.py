@@ -56,13 +56,14 @@ def test_screened_argmax_equals_the_full_heads_for_any_rows(vocab, dim, isa):
 @needs_screen
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_screened_argmax_on_any_number_of_threads(threads, isa):
-    """The int8 product splits its panels over torch's threads: the same sums, the same tokens."""
+    """The packing splits the tokens and the int8 product its panels over torch's threads: the same sums, the same
+    tokens."""
     g = torch.Generator().manual_seed(threads)
     weight = torch.randn(4099, 128, generator=g) * 0.05  # 257 panels, the last one partial
-    head = ScreenedHead.for_weight(weight)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
+        head = ScreenedHead.for_weight(weight)
         for rows in (1, 2, 4, 7):
             x = torch.randn(rows, 128, generator=g) * 10
             assert head.argmax(x) == full_head_argmax(weight, x)

@@ -66,37 +66,49 @@ static int row_stats(const float *x, int64_t k, double *maxabs, double *norm2) {
     return 0;
 }
 
+int64_t fc_thread_count(void); /* small_gemm.c: the threads fc_set_threads gave (torch's) */
+
+/* One token's pack (see fc_screen_pack); -1 for a weight that is not finite. */
+static int pack_token(const float *row, int64_t j, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sumq,
+                      float *enorm, float *wnorm) {
+    double m, wn;
+    if (row_stats(row, k, &m, &wn) != 0) return -1;
+    float s = (float)(m / 127.0);
+    int64_t p = j / QP, t = j % QP;
+    double en = 0.0;
+    int32_t sum = 0;
+    for (int64_t i = 0; i < k; i++) {
+        long qi = s > 0.0f ? lrint((double)row[i] / s) : 0;
+        qi = qi > 127 ? 127 : (qi < -127 ? -127 : qi);
+        q[((p * groups + i / QG) * QP + t) * QG + i % QG] = (int8_t)qi;
+        sum += (int32_t)qi;
+        double e = (double)row[i] - (double)s * (double)qi; /* s*qi is exact in double */
+        en += e * e;
+    }
+    scale[j] = s;
+    sumq[j] = sum;
+    enorm[j] = up_float(sqrt(en) * (1.0 + 1e-12));
+    wnorm[j] = up_float(sqrt(wn) * (1.0 + 1e-12));
+    return 0;
+}
+
 /* Pack w ((v, k) float32, row-major) for the screen: q (fc_screen_bytes bytes: panel p, group g, token t,
  * byte b at ((p * kpad/4 + g) * 16 + t) * 4 + b = the int8 of w[p*16+t][g*4+b], zero past v or k), per token
  * its scale (max |w_j| / 127), the sum of its int8 values, and upper bounds on |e_j| and |w_j| (see above).
- * Returns 0, or -1 (nothing usable) when k is out of range or a weight is not finite. */
+ * Tokens split over fc_thread_count() threads. Returns 0, or -1 (nothing usable) when k is out of range or a
+ * weight is not finite. */
 int fc_screen_pack(const float *w, int64_t v, int64_t k, int8_t *q, float *scale, int32_t *sumq, float *enorm,
                    float *wnorm) {
     if (k < 1 || k > SCREEN_MAX_K || v < 1) return -1;
-    int64_t kp = fc_screen_kpad(k), groups = kp / QG;
+    int64_t groups = fc_screen_kpad(k) / QG;
+    int threads = (int)fc_thread_count(), failed = 0;
     memset(q, 0, (size_t)fc_screen_bytes(v, k));
-    for (int64_t j = 0; j < v; j++) {
-        const float *row = w + j * k;
-        double m, wn;
-        if (row_stats(row, k, &m, &wn) != 0) return -1;
-        float s = (float)(m / 127.0);
-        int64_t p = j / QP, t = j % QP;
-        double en = 0.0;
-        int32_t sum = 0;
-        for (int64_t i = 0; i < k; i++) {
-            long qi = s > 0.0f ? lrint((double)row[i] / s) : 0;
-            qi = qi > 127 ? 127 : (qi < -127 ? -127 : qi);
-            q[((p * groups + i / QG) * QP + t) * QG + i % QG] = (int8_t)qi;
-            sum += (int32_t)qi;
-            double e = (double)row[i] - (double)s * (double)qi; /* s*qi is exact in double */
-            en += e * e;
-        }
-        scale[j] = s;
-        sumq[j] = sum;
-        enorm[j] = up_float(sqrt(en) * (1.0 + 1e-12));
-        wnorm[j] = up_float(sqrt(wn) * (1.0 + 1e-12));
-    }
-    return 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : failed) if (threads > 1 && v >= 4096)
+#endif
+    for (int64_t j = 0; j < v; j++) failed |= pack_token(w + j * k, j, k, groups, q, scale, sumq, enorm, wnorm) != 0;
+    (void)threads;
+    return failed ? -1 : 0;
 }
 
 /* The full head's float32 logit of one token: the FMA chain of small_gemm.c's kernels (k = 0 .. K-1 from 0). */
@@ -243,8 +255,6 @@ static void screen_range(int isa, int rows, const uint8_t *u, int64_t kp, const 
         for (; p < end; p++) screen2_4x1(u, kp, q, p, s, ldS);
     }
 }
-
-int64_t fc_thread_count(void); /* small_gemm.c: the threads fc_set_threads gave (torch's) */
 
 /* Every panel for a block of rows, split over fc_thread_count() threads in contiguous ranges of 8 panels when
    the product is large enough (each sum is the same whatever thread computes it). */

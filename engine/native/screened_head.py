@@ -47,6 +47,7 @@ class ScreenedHead:
         self._local = threading.local()
         self.rows = 0  # rows screened so far
         self.exact = 0  # exact logits computed so far (>= rows)
+        sync_threads(lib)  # packing splits the tokens over torch's threads
         self.ok = lib.fc_screen_pack(weight.data_ptr(), self.vocab, self.dim, self._q.ctypes.data,
                                      self._scale.ctypes.data, self._sumq.ctypes.data, self._enorm.ctypes.data,
                                      self._wnorm.ctypes.data) == 0
