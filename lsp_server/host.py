@@ -35,16 +35,18 @@ log = logging.getLogger("fastcoder.lsp")
 MAX_DOCUMENT_CHARS = 5_000_000  # documents larger than this get no completion (characters)
 
 
-def _screen_lm_head(loaded) -> bool:
+def _screen_lm_head(loaded) -> str | bool:
     """Pack ``loaded``'s LM head for greedy steps' int8 screening (:func:`engine.lean_forward.greedy_ready`) and say
-    whether greedy decoding will use it; False on any failure (the whole head serves)."""
+    with which instruction set greedy decoding will use it (``"vnni"``, ``"avx2"``); False when it will not, or on
+    any failure (the whole head serves)."""
     try:
         import torch  # noqa: PLC0415
 
         from engine.lean_forward import greedy_ready  # noqa: PLC0415
+        from engine.native.screened_head import active_isa  # noqa: PLC0415
 
         with torch.inference_mode():
-            return greedy_ready(loaded.model)
+            return (active_isa() or False) if greedy_ready(loaded.model) else False
     except Exception:  # noqa: BLE001  (an optional speed-up: never a failed load)
         log.exception("LM-head screen unavailable")
         return False
@@ -117,7 +119,7 @@ class EngineHost(IndexingMixin):
         self._estimator: Any = None  # acceptance estimates, shared by the fastcoder decoders
         self._history: Any = None  # earlier completions' output (engine.history), shared like the estimator
         self.verify_cost: dict | None = None
-        self.lm_head_screen = False  # greedy steps take the LM head's argmax by int8 screening (engine.native)
+        self.lm_head_screen: str | bool = False  # the LM head's screen for greedy steps: "vnni", "avx2" or False
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)

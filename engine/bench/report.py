@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..lean_forward import greedy_ready
+from ..native.screened_head import active_isa
 from .headroom import headroom
 from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
                      run_tasks, summarize)
@@ -86,7 +87,7 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     result = {"schema": SCHEMA, "environment": environment(getattr(loaded, "device", None)),
               "tasks": [t.describe() for t in tasks], "methods": methods, "headroom": None}
     with torch.inference_mode():  # greedy steps take the LM head's argmax by int8 screening (screened_head=True)
-        result["environment"]["lm_head_screen"] = greedy_ready(loaded.model)
+        result["environment"]["lm_head_screen"] = (active_isa() or False) if greedy_ready(loaded.model) else False
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]

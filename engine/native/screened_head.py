@@ -116,6 +116,14 @@ def screen_isa(lib) -> int:
 _CHOSEN: dict[str, int] = {}
 
 
+def active_isa() -> str | None:
+    """The instruction set greedy steps screen with now: ``"vnni"``, ``"avx2"``, or None (no screen)."""
+    lib = library()
+    if lib is None or screen_isa(lib) == 0:
+        return None
+    return {2: "vnni", 1: "avx2"}.get(int(lib.fc_screen_supported()))
+
+
 def screened_head(head: torch.nn.Module) -> ScreenedHead | None:
     """``head``'s :class:`ScreenedHead` (an ``nn.Linear`` LM head without bias), built on first use and kept on the
     module, built again when the weight was replaced or changed in place since (``Tensor._version``, as
