@@ -209,7 +209,8 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     step (:func:`engine.steps.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
     chain of n draft tokens (positions and tree mask made as a decode step makes them; the mask's shape
     does not change the work) otherwise, or their greedy forms (:func:`engine.steps.decode_one_token_greedy`,
-    :func:`engine.verify.tree_forward_greedy`) where the LM head screens its argmax, as greedy decoding does; in shuffled rounds, the cache cropped back after each:
+    :func:`engine.verify.tree_forward_greedy`) where the LM head screens its argmax, as greedy decoding does; in
+    shuffled rounds, the cache cropped back after each:
     ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
     ``max_repeats`` rounds at most. c(n) is the median over rounds of the round's time for n over its
     time for n = 0 (robust to other load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a
@@ -306,8 +307,8 @@ CHEAP_VERIFY_EXTRA = 0.25
 #: speedup without drafting time, 24 -> 48): ``function`` pluggy / jinja2 / pygls 4.135 / 4.856 / 5.317 -> 4.176 /
 #: 5.001 / 5.608, ``fim-block`` 4.377 / 5.351 / 5.415 -> 4.554 / 5.686 / 5.886 (benchmarks/results/2026-11-26n/).
 #: Measured on the H100 against ``fastcoder-depth24`` (four cells, one run, benchmarks/results/2026-11-26g/h100c/):
-#: accepted length +3-9% as replayed, 3-8% fewer steps, forwards 1-3% dearer (16% in one cell), decode speed paired per task run
-#: 1.013 (0.976-1.052), ``function`` 1.033 (0.981-1.085): a small gain, not yet beyond the noise of one run.
+#: accepted length +3-9% as replayed, 3-8% fewer steps, forwards 1-3% dearer (16% in one cell), decode speed paired
+#: per task run 1.013 (0.976-1.052), ``function`` 1.033 (0.981-1.085): a small gain, not yet beyond one run's noise.
 CHEAP_VERIFY_DRAFTING = {"retrieve_beside_copy": True, "copy_factor": 6.0,
                          "tree_max_depth": 48, "copy_max_depth": 48, "draft_len": 48}
 

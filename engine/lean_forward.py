@@ -38,8 +38,7 @@ import weakref
 import torch
 
 from .native import layer as native_layer
-from .native.linear import known_argmax
-from .native.screened_head import screened_head
+from .native.screened_head import active_isa, screened_head
 from .native_attention import NAME as NATIVE_ATTENTION
 from .native_attention import ROWS_ATTR
 
@@ -342,10 +341,9 @@ def _install_outer(model, base, hidden) -> None:
         rows = last[0]
         chosen = screen.argmax(rows) if screen is not None else None
         if chosen is None:  # no screen, or a row it does not take: the whole head, its argmax
-            logits = model.lm_head(rows)
-            chosen = known_argmax(logits)
-            if chosen is None:
-                chosen = logits.numpy().argmax(-1).tolist()
+            from .verify import argmax_rows  # noqa: PLC0415  (verify imports this module)
+
+            chosen = argmax_rows(model.lm_head(rows))
         return chosen
 
     model.forward = forward
@@ -377,6 +375,14 @@ def greedy_ready(model) -> bool:
         return False
     head = getattr(model, "lm_head", None)
     return head is not None and screened_head(head) is not None
+
+
+def greedy_screen(model) -> str | None:
+    """The instruction set greedy steps of ``model`` screen the LM head's argmax with (``"vnni"``, ``"avx2"``; packing
+    the screen on first use), or None where they compute the whole head (:func:`greedy_ready` says no). For reports:
+    the benchmark's JSON and the server's status."""
+    with torch.inference_mode():
+        return active_isa() if greedy_ready(model) else None
 
 
 def forward_greedy(model, input_ids: torch.Tensor, past_key_values, position_ids: torch.Tensor | None = None,

@@ -117,13 +117,20 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
     Returns:
         (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
     """
+    ids, positions, mask = _tree_inputs(model, pending, tree, past_len, prefix)
+    return forward_logits(model, ids, cache, positions, mask, 1 + len(tree) if mask is not None else 0)[0]
+
+
+def _tree_inputs(model, pending: int, tree: DraftTree, past_len: int, prefix: Sequence[int] = ()):
+    """A tree forward's inputs: ``(ids, positions, mask)``, ids (1, len(prefix) + 1 + N) int64 and the tree's
+    positions and mask (:meth:`DraftTree.forward_inputs`), or None for both when there is one row only (nothing to
+    mask; its position follows the cache)."""
     device = model_device(model)
-    k = len(prefix)
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
-    if k == 0 and len(tree) == 0:  # one row: nothing to mask, its position follows the cache
-        return forward_logits(model, ids, cache)[0]
-    positions, mask = tree.forward_inputs(past_len, model_dtype(model), device, k)
-    return forward_logits(model, ids, cache, positions, mask, 1 + len(tree))[0]
+    if not prefix and len(tree) == 0:
+        return ids, None, None
+    positions, mask = tree.forward_inputs(past_len, model_dtype(model), device, len(prefix))
+    return ids, positions, mask
 
 
 def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,
@@ -178,11 +185,7 @@ def tree_forward_greedy(model, cache, pending: int, tree: DraftTree, past_len: i
     """:func:`tree_forward` without a prompt prefix, for greedy decoding: each row's argmax instead of its logits
     (:func:`engine.lean_forward.forward_greedy`, which requires :func:`engine.lean_forward.greedy_ready`; the
     same indices as ``argmax_rows(tree_forward(...))``). Returns 1 + N token ids, for :func:`walk_greedy`."""
-    device = model_device(model)
-    ids = torch.tensor([[pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
-    if len(tree) == 0:
-        return forward_greedy(model, ids, cache)
-    positions, mask = tree.forward_inputs(past_len, model_dtype(model), device)
+    ids, positions, mask = _tree_inputs(model, pending, tree, past_len)
     return forward_greedy(model, ids, cache, positions, mask)
 
 

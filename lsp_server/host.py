@@ -36,17 +36,13 @@ MAX_DOCUMENT_CHARS = 5_000_000  # documents larger than this get no completion (
 
 
 def _screen_lm_head(loaded) -> str | bool:
-    """Pack ``loaded``'s LM head for greedy steps' int8 screening (:func:`engine.lean_forward.greedy_ready`) and say
+    """Pack ``loaded``'s LM head for greedy steps' int8 screening (:func:`engine.lean_forward.greedy_screen`) and say
     with which instruction set greedy decoding will use it (``"vnni"``, ``"avx2"``); False when it will not, or on
     any failure (the whole head serves)."""
     try:
-        import torch  # noqa: PLC0415
+        from engine.lean_forward import greedy_screen  # noqa: PLC0415
 
-        from engine.lean_forward import greedy_ready  # noqa: PLC0415
-        from engine.native.screened_head import active_isa  # noqa: PLC0415
-
-        with torch.inference_mode():
-            return (active_isa() or False) if greedy_ready(loaded.model) else False
+        return greedy_screen(loaded.model) or False
     except Exception:  # noqa: BLE001  (an optional speed-up: never a failed load)
         log.exception("LM-head screen unavailable")
         return False

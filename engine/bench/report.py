@@ -9,10 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-import torch
-
-from ..lean_forward import greedy_ready
-from ..native.screened_head import active_isa
+from ..lean_forward import greedy_screen
 from .headroom import headroom
 from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
                      run_tasks, summarize)
@@ -86,8 +83,8 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     methods = summarize(pooled)
     result = {"schema": SCHEMA, "environment": environment(getattr(loaded, "device", None)),
               "tasks": [t.describe() for t in tasks], "methods": methods, "headroom": None}
-    with torch.inference_mode():  # greedy steps take the LM head's argmax by int8 screening (screened_head=True)
-        result["environment"]["lm_head_screen"] = (active_isa() or False) if greedy_ready(loaded.model) else False
+    # greedy steps take the LM head's argmax by int8 screening (screened_head=True): with which instructions
+    result["environment"]["lm_head_screen"] = greedy_screen(loaded.model) or False
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]

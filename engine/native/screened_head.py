@@ -3,8 +3,8 @@
 Greedy decoding reads only the argmax of each LM-head row. :class:`ScreenedHead` finds it from an int8 screen of
 every token (AVX-512 VNNI, or AVX2 with 7-bit rows) and the exact float32 logits of the few tokens whose error bound
 reaches the best exact one: the same index as the argmax of the full head's logits (numpy's rule), bit for bit,
-reading a quarter of the head's bytes (tiny-py-coder, 1 thread: 42 against 123 us for one row, 106 against 262 us for six;
-``benchmarks/results/2026-11-26p/exp_screen.txt``). See ``screened_head.c`` for the bound.
+reading a quarter of the head's bytes (tiny-py-coder, 1 thread: 42 against 123 us for one row, 106 against 262 us
+for six; ``benchmarks/results/2026-11-26p/exp_screen.txt``). See ``screened_head.c`` for the bound.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .linear import sync_threads
 #: path on a CPU that also has AVX-512 VNNI (tests and A/B runs); unset: the best the CPU has.
 SCREEN_ENV = "FASTCODER_SCREEN"
 _ISA_NAMES = {"avx2": 1, "vnni": 2}
+_CHOSEN: dict[str, int] = {}  # "isa": the instruction set screen_isa chose for this process
 #: Attribute of an LM-head module: ``(weight, its version, ScreenedHead or None)`` when last looked at.
 SCREEN_ATTR = "_fastcoder_screened_head"
 
@@ -113,15 +114,12 @@ def screen_isa(lib) -> int:
     return _CHOSEN["isa"]
 
 
-_CHOSEN: dict[str, int] = {}
-
-
 def active_isa() -> str | None:
     """The instruction set greedy steps screen with now: ``"vnni"``, ``"avx2"``, or None (no screen)."""
     lib = library()
     if lib is None or screen_isa(lib) == 0:
         return None
-    return {2: "vnni", 1: "avx2"}.get(int(lib.fc_screen_supported()))
+    return {code: name for name, code in _ISA_NAMES.items()}.get(int(lib.fc_screen_supported()))
 
 
 def screened_head(head: torch.nn.Module) -> ScreenedHead | None:
