@@ -309,6 +309,9 @@ CHEAP_VERIFY_EXTRA = 0.25
 #: Measured on the H100 against ``fastcoder-depth24`` (four cells, one run, benchmarks/results/2026-11-26g/h100c/):
 #: accepted length +3-9% as replayed, 3-8% fewer steps, forwards 1-3% dearer (16% in one cell), decode speed paired
 #: per task run 1.013 (0.976-1.052), ``function`` 1.033 (0.981-1.085): a small gain, not yet beyond one run's noise.
+#: Nine cells twice more, two repeats each (h100d/, h100e/): accepted length +0-9% per cell, as many fewer forwards,
+#: decode speed paired 1.004 (0.978-1.029); kept for the fewer forwards, which a model whose forward is not bound
+#: by kernel launches turns into time.
 CHEAP_VERIFY_DRAFTING = {"retrieve_beside_copy": True, "copy_factor": 6.0,
                          "tree_max_depth": 48, "copy_max_depth": 48, "draft_len": 48}
 
