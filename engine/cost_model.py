@@ -161,14 +161,15 @@ class VerifyCost:
 
 
 def _kernel_name(packing) -> str:
-    """The packed layers' kernel; the native one with its forward kernels' version (a changed C kernel measures
-    again; the drafting code's C does not)."""
+    """The packed layers' kernel; the native one with its forward kernels' version and instruction set (a changed
+    C kernel, or ``$FASTCODER_ISA``, measures again; the drafting code's C does not)."""
     if not packing:
         return ""
     if packing.kernel == "native":
         from . import native  # noqa: PLC0415
 
-        return f"native-{native.forward_version()}"
+        lib = native.library()
+        return f"native-{native.forward_version()}" + (f"-{native.kernel_isa(lib)}" if lib is not None else "")
     return str(packing.kernel)
 
 

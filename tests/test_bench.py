@@ -490,3 +490,43 @@ def test_replay_variants_are_bench_methods_with_other_options():
     for bad in ("deep", "deep=fastcoder", "deep=nope:a=1", "deep=fastcoder:a"):
         with pytest.raises(ValueError):
             replay_methods.parse_variant(bad)
+
+
+def test_kernel_ablation_runs_the_avx2_kernels_and_restores_the_choice(tmp_path, tiny_coder, one_thread, monkeypatch):
+    """``fastcoder-avx2`` decodes with the forward's AVX2 kernels (engine.native.forward_kernels around each
+    generation, paired per task with fastcoder): the same tokens as ``ar``, and the process's own choice back
+    after each run, also when the generation fails."""
+    from engine import native  # noqa: PLC0415
+    from engine.bench import runner  # noqa: PLC0415
+
+    lib = native.library()
+    if lib is None or native.kernel_isa(lib) == "none":
+        pytest.skip("no native forward kernels on this machine")
+    seen = []
+    real_use = lib.fc_gemm_use
+
+    class Spy:  # the ctypes library, recording which kernels each generation asked for
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def fc_gemm_use(self, isa):
+            seen.append(isa)
+            return real_use(isa)
+
+    monkeypatch.setattr(native, "library", lambda: Spy())
+    repo = _real_repo(tmp_path)
+    tasks = bench.extract_tasks(repo, tiny_coder.tokenizer, 2, seed=3)
+    out = bench.benchmark(tiny_coder, repo, tasks, None, _smoke_cfg(methods=("ar", "fastcoder", "fastcoder-avx2"),
+                                                                    headroom=False))
+    assert out["methods"]["fastcoder-avx2"]["lossless"] is True
+    back = 1 if native.kernel_isa(lib) == "avx2" else 0
+    runs = len(seen) // 2  # the two tasks and the warm-up: AVX2 on, the process's choice back
+    assert runs >= 2 and seen == [1, back] * runs
+    decoder = runner.make_decoder(tiny_coder, "fastcoder-avx2", None, None)
+    monkeypatch.setattr(decoder, "generate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError):
+        runner.run_one(decoder, "fastcoder-avx2", [1, 2, 3], 4)
+    assert seen[-2:] == [1, back]
+    with pytest.raises(ValueError):
+        with native.forward_kernels("sse"):
+            pass

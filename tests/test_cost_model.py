@@ -293,11 +293,15 @@ def test_the_cost_key_names_the_native_forward_kernels_version(monkeypatch):
     loaded.packing = SimpleNamespace(kernel="native", layers=["0"])
     version = native.forward_version()
     assert len(version) == 16 and version != native.version()
-    assert cm.cost_key(loaded)["kernel"] == f"native-{version}"
+    # and which instruction set the kernels run: $FASTCODER_ISA=avx2 on an AVX-512 CPU measures its own curve
+    isa = native.kernel_isa(native.library())
+    assert cm.cost_key(loaded)["kernel"] == f"native-{version}-{isa}"
     monkeypatch.setitem(native._state, "version", "1" * 16)  # the drafting sources changed
-    assert cm.cost_key(loaded)["kernel"] == f"native-{version}"
+    assert cm.cost_key(loaded)["kernel"] == f"native-{version}-{isa}"
     monkeypatch.setitem(native._state, "forward_version", "0" * 16)  # another build of the kernels
-    assert cm.cost_key(loaded)["kernel"] == "native-" + "0" * 16
+    assert cm.cost_key(loaded)["kernel"] == "native-" + "0" * 16 + f"-{isa}"
+    monkeypatch.setattr("engine.native._ISA", {"isa": "avx2"})  # $FASTCODER_ISA=avx2
+    assert cm.cost_key(loaded)["kernel"] == "native-" + "0" * 16 + "-avx2"
     loaded.packing = SimpleNamespace(kernel="mkl", layers=["0"])
     assert cm.cost_key(loaded)["kernel"] == "mkl"
 

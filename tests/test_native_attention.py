@@ -30,6 +30,16 @@ def _inputs(m: int, s: int, heads: int = 4, kv_heads: int = 2, d: int = 16, seed
     return q, kbuf[:, :, :s], vbuf[:, :, :s], visible[None, None]
 
 
+def _tree_masks(m: int, s: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A draft tree's masks over ``s`` keys, its ``m`` rows last: ``(visible, bias)``, bool (m, s) with every row
+    seeing the keys before the tree, itself and a random half of the other rows, and float (m, s) adding a random
+    bias where visible and the float minimum elsewhere."""
+    visible = torch.ones(m, s, dtype=torch.bool).tril(s - m)
+    visible[:, s - m:] &= torch.rand(m, m, generator=gen) < 0.5
+    visible[torch.arange(m), s - m + torch.arange(m)] = True
+    return visible, (0.3 * torch.randn(m, s, generator=gen)).masked_fill_(~visible, LOW)
+
+
 def _sdpa(q, k, v, mask=None, causal=False):
     rep = q.shape[1] // k.shape[1]
     return torch.nn.functional.scaled_dot_product_attention(
@@ -79,7 +89,7 @@ def test_rows_sharing_their_first_keys_get_the_bits_of_each_row_alone(kind, d):
     """The kernel reads the keys every row sees (the cache before a draft tree) once for all rows; each row
     still gets exactly what it gets alone, for every mask kind and head size (64-dim chunks and the rest)."""
     lib = attention_library()
-    m, s = 9, 203
+    m, s = 9, 203  # with AVX-512: rows 0-7 two and four at a time, row 8 alone
     gen = torch.Generator().manual_seed(d)
     q = torch.randn(1, m, 4, d, generator=gen).transpose(1, 2)
     k, v = torch.randn(1, 2, s, d, generator=gen), torch.randn(1, 2, s, d, generator=gen)
@@ -102,6 +112,33 @@ def test_rows_sharing_their_first_keys_get_the_bits_of_each_row_alone(kind, d):
 
 
 @needs_kernel
+@pytest.mark.parametrize("d", [16, 64, 128])
+def test_avx512_and_avx2_kernels_give_the_same_bits(d):
+    """Where the CPU has AVX-512, shared keys are scored two rows at a time and their values summed four and two
+    rows at a time: each row's bits are those of the AVX2 path, which takes one row at a time, for every row count
+    (pairs and blocks of four with rows left over), mask kind and head size (d = 16 is not a multiple of 64: its
+    values stay one row at a time)."""
+    from engine.native import kernel_isa  # noqa: PLC0415
+
+    lib = attention_library()
+    gen = torch.Generator().manual_seed(d)
+    try:
+        for m in (1, 2, 3, 4, 5, 6, 7, 9, 13):
+            s = 150 + m
+            q = torch.randn(1, m, 4, d, generator=gen).transpose(1, 2)
+            k, v = torch.randn(1, 2, s, d, generator=gen), torch.randn(1, 2, s, d, generator=gen)
+            visible, bias = _tree_masks(m, s, gen)
+            bias[1::2] = bias[1::2].masked_fill(visible[1::2], 0.0)  # rows without a bias beside rows with one
+            for mask, causal in ((visible[None, None], False), (bias[None, None], False), (None, True)):
+                assert lib.fc_attention_use(1) == 1
+                avx2 = attention(lib, q, k, v, mask, d ** -0.5, causal)
+                lib.fc_attention_use(0)
+                assert torch.equal(attention(lib, q, k, v, mask, d ** -0.5, causal), avx2), (m, causal)
+    finally:
+        lib.fc_attention_use(1 if kernel_isa(lib) == "avx2" else 0)  # as the process chose
+
+
+@needs_kernel
 @pytest.mark.parametrize("threads", [2, 3])
 def test_heads_split_over_threads_give_the_bits_of_one_thread(threads):
     """With torch on several threads the kernel splits the heads over them (each thread its own scratch):
@@ -111,10 +148,7 @@ def test_heads_split_over_threads_give_the_bits_of_one_thread(threads):
     gen = torch.Generator().manual_seed(threads)
     q = torch.randn(1, m, 8, d, generator=gen).transpose(1, 2)
     k, v = torch.randn(1, 4, s, d, generator=gen), torch.randn(1, 4, s, d, generator=gen)
-    visible = torch.ones(m, s, dtype=torch.bool).tril(s - m)
-    visible[:, s - m:] &= torch.rand(m, m, generator=gen) < 0.5
-    visible[torch.arange(m), s - m + torch.arange(m)] = True
-    bias = (0.3 * torch.randn(m, s, generator=gen)).masked_fill_(~visible, LOW)
+    visible, bias = _tree_masks(m, s, gen)
     before = torch.get_num_threads()
     try:
         for mask, causal in ((visible[None, None], False), (bias[None, None], False), (None, True)):

@@ -147,6 +147,60 @@ def test_native_products_give_the_same_bits_on_any_number_of_threads(threads):
 
 
 @needs_native
+def test_avx512_and_avx2_kernels_give_the_same_bits():
+    """fc_gemm's AVX-512 kernels (2-8 rows a register block, blocks of 8 above) and its AVX2 ones (kern7, blocks of 6)
+    compute every output as the same FMA chain: the same bits at every row count, for a last partial panel and an odd
+    number of inputs, and F.linear's values up to rounding. Where the CPU has no AVX-512 both runs take AVX2."""
+    from engine.native import kernel_isa, library  # noqa: PLC0415
+    from engine.native.linear import gemm, pack_panels  # noqa: PLC0415
+
+    lib = library()
+    gen = torch.Generator().manual_seed(5)
+    try:
+        for n, k in ((577, 37), (256, 96), (48, 768)):
+            w = torch.randn(n, k, generator=gen)
+            panels = pack_panels(lib, w)
+            for rows in (*range(1, 18), 23, 24, 25, 40):
+                x = torch.randn(rows, k, generator=gen)
+                assert lib.fc_gemm_use(1) == 1
+                avx2 = gemm(lib, x, panels.data_ptr(), n)
+                best = lib.fc_gemm_use(0)
+                got = gemm(lib, x, panels.data_ptr(), n)
+                assert torch.equal(got, avx2), (n, k, rows, best)
+                torch.testing.assert_close(got, F.linear(x, w), rtol=1e-4, atol=1e-4)  # sums of up to 768
+    finally:
+        lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)  # as the process chose
+
+
+def test_isa_env_forces_the_avx2_kernels(monkeypatch):
+    """``$FASTCODER_ISA=avx2`` is read once per process and switches the products and the attention together; the
+    choice is reported (and keys the c(n) curve)."""
+    from engine import native  # noqa: PLC0415
+
+    calls = []
+
+    class FakeLib:
+        def fc_gemm_supported(self):
+            return 1
+
+        def fc_gemm_use(self, isa):
+            calls.append(("gemm", isa))
+            return 1 if isa == 1 else 2
+
+        def fc_attention_use(self, isa):
+            calls.append(("attention", isa))
+            return 1 if isa == 1 else 2
+
+    monkeypatch.setattr(native, "_ISA", {})
+    monkeypatch.setenv(native.ISA_ENV, "avx2")
+    assert native.kernel_isa(FakeLib()) == "avx2" and calls == [("gemm", 1), ("attention", 1)]
+    assert native.kernel_isa(FakeLib()) == "avx2" and len(calls) == 2  # once per process
+    monkeypatch.setattr(native, "_ISA", {})
+    monkeypatch.delenv(native.ISA_ENV)
+    assert native.kernel_isa(FakeLib()) == "avx512" and calls[2:] == [("gemm", 0), ("attention", 0)]
+
+
+@needs_native
 def test_native_layers_fall_back_for_a_changed_weight_and_for_gradients():
     model = _model()
     pack_linear_weights(model, budget_bytes=2**30, kernel="native")

@@ -8,10 +8,12 @@ import resource
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from ..native import forward_kernels
 from .tasks import BenchError, Task
 
 log = logging.getLogger("engine.bench")
@@ -35,6 +37,10 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # screening (engine.lean_forward.forward_greedy; the same tokens)
     "ar-full-head": ("ar", {"screened_head": False}),
     "fastcoder-full-head": ("fastcoder", {"screened_head": False}),
+    # the forward's AVX2 kernels on a CPU with AVX-512 (engine.native.forward_kernels around each generation; the
+    # same tokens, the same trees: the verify-cost curve stays the process's)
+    "ar-avx2": ("ar", {}),
+    "fastcoder-avx2": ("fastcoder", {}),
     # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
     # CPU, nodes below a 0.2 share pruned
     "fastcoder-fixed": ("fastcoder", {"size_by_cost": False}),
@@ -59,9 +65,12 @@ SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base 
 CHEAP_VERIFY_BENCH_METHODS = ("fastcoder-depth24",)
 #: Ablations of the LM head's screened argmax: run only when asked for.
 FULL_HEAD_BENCH_METHODS = ("ar-full-head", "fastcoder-full-head")
+#: Ablations of the forward kernels' instruction set (method -> engine.native.forward_kernels' name): run only when
+#: asked for.
+KERNEL_ISA_METHODS = {"ar-avx2": "avx2", "fastcoder-avx2": "avx2"}
 DEFAULT_METHODS = tuple(m for m in METHOD_SPECS
                         if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS + CHEAP_VERIFY_BENCH_METHODS
-                        + FULL_HEAD_BENCH_METHODS)
+                        + FULL_HEAD_BENCH_METHODS + tuple(KERNEL_ISA_METHODS))
 REFERENCE_METHOD = "ar"
 DEFAULT_COST_SIZES = (1, 2, 4, 8, 16, 32, 64)
 HIT_SOURCES = ("cache", "repo", "common", "context", "adaptive", "suffix", "history")
@@ -206,10 +215,12 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     """
     cache = decoder.new_cache() if METHOD_SPECS[method][0] in _CACHED_METHODS else None
     reset_peak_rss()
-    start = time.perf_counter()
-    res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
-                           stop=list(stop) or None, **(sampling or {"temperature": 0.0}))
-    wall_ms = (time.perf_counter() - start) * 1000.0
+    kernels = forward_kernels(KERNEL_ISA_METHODS[method]) if method in KERNEL_ISA_METHODS else nullcontext()
+    with kernels:
+        start = time.perf_counter()
+        res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
+                               stop=list(stop) or None, **(sampling or {"temperature": 0.0}))
+        wall_ms = (time.perf_counter() - start) * 1000.0
     stats = dict(res.stats or {})
     token_ids = [int(t) for t in res.token_ids]
     stats["generated_tokens"] = len(token_ids)

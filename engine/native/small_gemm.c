@@ -208,12 +208,84 @@ static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k,
     _mm256_storeu_ps(y + ldy + 24, a7);
 }
 
-/* Rows [r0, r0 + mr) (mr <= 7) times panels [j0, j1); one row takes 4 full panels at once, two rows 2. */
+/* The same products with AVX-512F where the CPU has it (fc_gemm_use): 2-8 rows x one panel per pass, one 512-bit
+   accumulator per row = the panel's 16 outputs, one broadcast of x and one fused multiply-add per (row, k) in order
+   k = 0 .. K-1: each output's FMA chain is the one of every kernel above, so the same bits. One panel at a time
+   reads the packed weights as one sequential stream, and 32 registers hold eight rows' accumulators: the 43
+   products of tiny-py-coder (1 thread, warm, median of 61 interleaved rounds, AVX2 kernels -> these) at 2 rows
+   1.50 -> 1.19 ms, 5 rows 1.51 -> 1.39, 6 rows 1.62 -> 1.48, 7 rows 1.99 -> 1.65, 12 rows 2.58 -> 2.37; one row
+   keeps kern1x4 (bound by memory). Two or four panels at once (more independent chains, more streams) were slower
+   from 3 rows up (6 rows 1.43 -> 1.79 ms with two) and at 2 rows (1.19 -> 1.28 with four). */
+#define TGT512 __attribute__((target("avx512f,avx2,fma")))
+#define KZ(MR)                                                                                                 \
+    static TGT512 void kz##MR(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy) { \
+        __m512 acc[MR];                                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();                    \
+        for (int64_t kk = 0; kk < k; kk++) {                                                                   \
+            _mm_prefetch((const char *)(wp + (kk + PF) * NR), PF_HINT);                                       \
+            __m512 w = _mm512_loadu_ps(wp + kk * NR);                                                          \
+            _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                               \
+                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + kk]), w, acc[r]);                          \
+        }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) _mm512_storeu_ps(y + r * ldy, acc[r]);            \
+    }
+KZ(2)
+KZ(3)
+KZ(4)
+KZ(5)
+KZ(6)
+KZ(7)
+KZ(8)
+
+/* Which kernels fc_gemm runs: 1 the AVX-512 ones for 2-8 rows, 0 the AVX2 ones; -1 until first asked (then the
+   CPU decides: AVX-512F present). Both give the same bits; fc_gemm_use switches (tests, measurements). */
+static int use512 = -1;
+
+static int has512(void) {
+    if (use512 < 0) {
+        __builtin_cpu_init();
+        use512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return use512;
+}
+
+/* isa 0: the CPU's best kernels; 1: the AVX2 ones. Returns the kernels now in use: 2 AVX-512, 1 AVX2. */
+int fc_gemm_use(int isa) {
+    use512 = -1;
+    if (isa == 1 || !has512())
+        use512 = 0;
+    return use512 ? 2 : 1;
+}
+
+/* Full panels [j, j1) of rows [0, mr) (2 <= mr <= 8) with the AVX-512 kernels; returns the first panel not done. */
+static int64_t rows_panels512(const float *px, int64_t mr, int64_t k, const float *wp, int64_t n, float *py,
+                              int64_t j, int64_t j1) {
+    int64_t full = n / NR;
+    for (; j < j1 && j < full; j++) {
+        const float *pw = wp + j * k * NR;
+        float *o = py + j * NR;
+        switch (mr) {
+        case 2: kz2(px, k, pw, k, o, n); break;
+        case 3: kz3(px, k, pw, k, o, n); break;
+        case 4: kz4(px, k, pw, k, o, n); break;
+        case 5: kz5(px, k, pw, k, o, n); break;
+        case 6: kz6(px, k, pw, k, o, n); break;
+        case 7: kz7(px, k, pw, k, o, n); break;
+        default: kz8(px, k, pw, k, o, n); break;
+        }
+    }
+    return j;
+}
+
+/* Rows [r0, r0 + mr) (mr <= 7, or 8 with the AVX-512 kernels) times panels [j0, j1); one row takes 4 full panels
+   at once, two rows 2 (AVX2); a last panel of fewer than 16 outputs takes the AVX2 kernels. */
 static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
                             float *y, int64_t j0, int64_t j1) {
     int64_t full = n / NR, j = j0;
     const float *px = x + r0 * k;
     float *py = y + r0 * n;
+    if (mr >= 2 && has512())
+        j = rows_panels512(px, mr, k, wp, n, py, j, j1);
     if (mr == 1)
         for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
     if (mr == 2)
@@ -228,7 +300,11 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
         case 4: kern4(px, k, pw, k, py + j * NR, n, cols); break;
         case 5: kern5(px, k, pw, k, py + j * NR, n, cols); break;
         case 6: kern6(px, k, pw, k, py + j * NR, n, cols); break;
-        default: kern7(px, k, pw, k, py + j * NR, n, cols); break;
+        case 7: kern7(px, k, pw, k, py + j * NR, n, cols); break;
+        default: /* 8 rows (AVX-512 blocks): two passes of 4 */
+            kern4(px, k, pw, k, py + j * NR, n, cols);
+            kern4(px + 4 * k, k, pw, k, py + 4 * n + j * NR, n, cols);
+            break;
         }
     }
 }
@@ -252,17 +328,20 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
    stopped paying: 13 rows 4.44 -> 4.01 ms with the weights evicted first, 4.03 -> 3.58 warm, 19 rows 5.70 ->
    5.29 / 5.10 -> 4.92 with 6 + 6 + 1 (benchmarks/measure_gemm.py --defines, 40 interleaved rounds, 2026-11-26).
    Seven rows alone still take kern7 (2.48 vs 2.68 ms as 6 + 1). (Rows outermost read every weight again for
-   each block: a 7th row cost as much as a 2nd weight pass.) The blocking changes no output's FMA chain, so
-   results are the same bits. */
+   each block: a 7th row cost as much as a 2nd weight pass.) With the AVX-512 kernels (has512) a register block
+   holds 8 rows: up to 8 rows stream every panel once, more go through the groups in blocks of 8 and the rest
+   (9 rows: 8 + 1; blocks as even as possible, 5 + 4, were no faster at 8-20 rows). The blocking changes no
+   output's FMA chain, so results are the same bits. */
 static void gemm_range(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y, int64_t p0,
                        int64_t p1) {
-    if (m <= 7) {
+    int64_t block = has512() ? 8 : 6; /* rows a register block holds */
+    if (m <= (block == 8 ? 8 : 7)) {
         rows_panels(x, 0, m, k, wp, n, y, p0, p1);
         return;
     }
     for (int64_t j0 = p0; j0 < p1; j0 += PANEL_GROUP) {
         int64_t j1 = j0 + PANEL_GROUP < p1 ? j0 + PANEL_GROUP : p1, r0 = 0;
-        for (; m - r0 >= 6; r0 += 6) rows_panels(x, r0, 6, k, wp, n, y, j0, j1);
+        for (; m - r0 >= block; r0 += block) rows_panels(x, r0, block, k, wp, n, y, j0, j1);
         if (r0 < m)
             rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1);
     }
@@ -307,6 +386,11 @@ void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64
 #else
 
 int fc_gemm_supported(void) { return 0; }
+
+int fc_gemm_use(int isa) {
+    (void)isa;
+    return 0;
+}
 
 void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y) {
     (void)x; (void)m; (void)k; (void)wp; (void)n; (void)y;

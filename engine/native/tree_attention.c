@@ -159,6 +159,100 @@ static TGT void weighted_values(const float *s, const float *const *vals, int64_
     }
 }
 
+/* The same work for several rows at once where the CPU has AVX-512F and AVX-512VL (fc_attention_use): the
+   keys and values every row sees (the cache before a draft tree) are loaded into registers once for two or four
+   rows. Each row's every score, weight and output is still the same chain of operations in the same order as in
+   score_block and weighted_values (lane for lane: the same bits); only the register blocking differs. */
+#define TGT512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+
+static int attn512 = -1; /* 1: the kernels below serve blocks of rows; 0: one row at a time; -1: not decided yet */
+
+static int use512(void) {
+    if (attn512 < 0) {
+        __builtin_cpu_init();
+        attn512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+    }
+    return attn512;
+}
+
+/* isa 0: the CPU's best kernels; 1: AVX2 only. Returns the kernels now in use: 2 AVX-512, 1 AVX2. */
+int fc_attention_use(int isa) {
+    attn512 = -1;
+    if (isa == 1 || !use512())
+        attn512 = 0;
+    return attn512 ? 2 : 1;
+}
+
+/* score_block's end for a full block (8 keys, none padding): the same operations on one row's accumulators. */
+static inline TGT void finish_block(const __m256 *acc, const float *bias, __m256 vscale, float *s, float *vmax) {
+    __m256 sc = _mm256_mul_ps(hsum8(acc), vscale);
+    if (bias)
+        sc = _mm256_add_ps(sc, _mm256_loadu_ps(bias));
+    _mm256_storeu_ps(s, sc);
+    _mm256_storeu_ps(vmax, _mm256_max_ps(_mm256_loadu_ps(vmax), sc));
+}
+
+/* score_block for two rows and one full block of 8 keys: 16 accumulators, the 8 keys' chunks loaded once for both
+   rows (AVX-512VL gives 32 vector registers). IN_REGISTER keeps GCC from folding each load into both FMAs as a
+   memory operand (18 loads a step instead of 10): 4-9% less time at 4-12 rows over 1,024 keys (C harness,
+   interleaved). */
+#define IN_REGISTER(v) __asm__("" : "+v"(v))
+static TGT512 void score_block2(const float *q0, const float *q1, int64_t d, const float *const *kp,
+                                const float *bias0, const float *bias1, __m256 vscale, float *s0, float *s1,
+                                float *vmax0, float *vmax1) {
+    __m256 a[8], b[8];
+    {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+        const float *k0 = kp[0], *k1 = kp[1], *k2 = kp[2], *k3 = kp[3], *k4 = kp[4], *k5 = kp[5], *k6 = kp[6],
+                    *k7 = kp[7];
+        for (int64_t c = 0; c < d; c += 8) {
+            __m256 x = _mm256_loadu_ps(q0 + c), y = _mm256_loadu_ps(q1 + c), k;
+            k = _mm256_loadu_ps(k0 + c); IN_REGISTER(k); a0 = _mm256_fmadd_ps(x, k, a0); b0 = _mm256_fmadd_ps(y, k, b0);
+            k = _mm256_loadu_ps(k1 + c); IN_REGISTER(k); a1 = _mm256_fmadd_ps(x, k, a1); b1 = _mm256_fmadd_ps(y, k, b1);
+            k = _mm256_loadu_ps(k2 + c); IN_REGISTER(k); a2 = _mm256_fmadd_ps(x, k, a2); b2 = _mm256_fmadd_ps(y, k, b2);
+            k = _mm256_loadu_ps(k3 + c); IN_REGISTER(k); a3 = _mm256_fmadd_ps(x, k, a3); b3 = _mm256_fmadd_ps(y, k, b3);
+            k = _mm256_loadu_ps(k4 + c); IN_REGISTER(k); a4 = _mm256_fmadd_ps(x, k, a4); b4 = _mm256_fmadd_ps(y, k, b4);
+            k = _mm256_loadu_ps(k5 + c); IN_REGISTER(k); a5 = _mm256_fmadd_ps(x, k, a5); b5 = _mm256_fmadd_ps(y, k, b5);
+            k = _mm256_loadu_ps(k6 + c); IN_REGISTER(k); a6 = _mm256_fmadd_ps(x, k, a6); b6 = _mm256_fmadd_ps(y, k, b6);
+            k = _mm256_loadu_ps(k7 + c); IN_REGISTER(k); a7 = _mm256_fmadd_ps(x, k, a7); b7 = _mm256_fmadd_ps(y, k, b7);
+        }
+        a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3, a[4] = a4, a[5] = a5, a[6] = a6, a[7] = a7;
+        b[0] = b0, b[1] = b1, b[2] = b2, b[3] = b3, b[4] = b4, b[5] = b5, b[6] = b6, b[7] = b7;
+    }
+    finish_block(a, bias0, vscale, s0, vmax0);
+    finish_block(b, bias1, vscale, s1, vmax1);
+}
+
+/* weighted_values for R rows over the same keys [j_from, j_to) (d a multiple of 64): per key, its values loaded
+   once into four 512-bit registers (64 dims) for all R rows; row r's output dims are one FMA chain each in j order,
+   lane for lane the chain of weighted_values. */
+#define WEIGHTED_VALUES_ROWS(R)                                                                                     \
+    static TGT512 void weighted_values##R(const float *const *s, const float *const *vals, int64_t j_from,          \
+                                          int64_t j_to, int64_t d, float *const *acc) {                             \
+        for (int64_t c0 = 0; c0 + 64 <= d; c0 += 64) {                                                              \
+            __m512 a[R][4];                                                                                         \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                     \
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) a[r][u] = _mm512_loadu_ps(acc[r] + c0 + 16 * u); \
+            for (int64_t j = j_from; j < j_to; j++) {                                                               \
+                const float *vp = vals[j] + c0;                                                                     \
+                __m512 v0 = _mm512_loadu_ps(vp), v1 = _mm512_loadu_ps(vp + 16), v2 = _mm512_loadu_ps(vp + 32),     \
+                       v3 = _mm512_loadu_ps(vp + 48);                                                               \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                               \
+                    __m512 p = _mm512_set1_ps(s[r][j]);                                                             \
+                    a[r][0] = _mm512_fmadd_ps(p, v0, a[r][0]);                                                      \
+                    a[r][1] = _mm512_fmadd_ps(p, v1, a[r][1]);                                                      \
+                    a[r][2] = _mm512_fmadd_ps(p, v2, a[r][2]);                                                      \
+                    a[r][3] = _mm512_fmadd_ps(p, v3, a[r][3]);                                                      \
+                }                                                                                                   \
+            }                                                                                                       \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                     \
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) _mm512_storeu_ps(acc[r] + c0 + 16 * u, a[r][u]); \
+        }                                                                                                           \
+    }
+WEIGHTED_VALUES_ROWS(2)
+WEIGHTED_VALUES_ROWS(4)
+
 /* Keys per chunk of the shared weighted sum of values: every row's pass over a chunk finds its values in L1. */
 #define VALUE_CHUNK 32
 
@@ -203,6 +297,7 @@ TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const in
         goto done;
     }
     const __m256 vscale = _mm256_set1_ps(scale);
+    const int wide = m_count > 1 && use512(); /* rows in blocks (the AVX-512 kernels) */
     for (int64_t b = 0; b < b_count; b++) {
         for (int64_t i = 0; i < m_count; i++) { /* the keys row i sees: the same list for every head */
             int64_t n = 0, *ix = idx + i * stride;
@@ -258,11 +353,20 @@ TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const in
                 vp[j] = vb + idx[j] * vs[2];
             }
             for (int64_t i = 0; i < 8 * m_count; i++) vmax[i] = -INFINITY;
-            for (int64_t j0 = 0; j0 < shared_blocks; j0 += 8) /* each block of shared keys: every row */
-                for (int64_t i = 0; i < m_count; i++)
-                    score_block(q + b * qs[0] + h * qs[1] + i * qs[2], d, kp + j0,
-                                use_bias[i] ? bias + i * stride + j0 : NULL, 8, vscale, scores + i * stride + j0,
-                                vmax + 8 * i);
+            const float *qh = q + b * qs[0] + h * qs[1];
+            for (int64_t j0 = 0; j0 < shared_blocks; j0 += 8) { /* each block of shared keys: every row */
+                int64_t i = 0;
+                if (wide) /* two rows at a time */
+                    for (; i + 2 <= m_count; i += 2)
+                        score_block2(qh + i * qs[2], qh + (i + 1) * qs[2], d, kp + j0,
+                                     use_bias[i] ? bias + i * stride + j0 : NULL,
+                                     use_bias[i + 1] ? bias + (i + 1) * stride + j0 : NULL, vscale,
+                                     scores + i * stride + j0, scores + (i + 1) * stride + j0, vmax + 8 * i,
+                                     vmax + 8 * (i + 1));
+                for (; i < m_count; i++)
+                    score_block(qh + i * qs[2], d, kp + j0, use_bias[i] ? bias + i * stride + j0 : NULL, 8, vscale,
+                                scores + i * stride + j0, vmax + 8 * i);
+            }
             for (int64_t i = 0; i < m_count; i++) { /* each row's own keys */
                 int64_t n = count[i], *ix = idx + i * stride;
                 if (n == 0) continue;
@@ -283,7 +387,20 @@ TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const in
             for (int64_t i = 0; i < m_count * d; i++) acc[i] = 0.0f;
             for (int64_t j0 = 0; j0 < shared; j0 += VALUE_CHUNK) { /* shared values: every row per chunk */
                 int64_t j1 = j0 + VALUE_CHUNK < shared ? j0 + VALUE_CHUNK : shared;
-                for (int64_t i = 0; i < m_count; i++)
+                int64_t i = 0;
+                if (wide && d % 64 == 0) { /* four rows, then two, at a time */
+                    const float *sr[4];
+                    float *ar[4];
+                    for (; i + 4 <= m_count; i += 4) {
+                        for (int r = 0; r < 4; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
+                        weighted_values4(sr, vp, j0, j1, d, ar);
+                    }
+                    for (; i + 2 <= m_count; i += 2) {
+                        for (int r = 0; r < 2; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
+                        weighted_values2(sr, vp, j0, j1, d, ar);
+                    }
+                }
+                for (; i < m_count; i++)
                     weighted_values(scores + i * stride, vp, j0, j1, d, acc + i * d);
             }
             for (int64_t i = 0; i < m_count; i++) {
@@ -320,6 +437,11 @@ done:
 #else
 
 int fc_attention_supported(void) { return 0; }
+
+int fc_attention_use(int isa) {
+    (void)isa;
+    return 0;
+}
 
 int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                  const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
