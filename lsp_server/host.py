@@ -48,6 +48,18 @@ def _screen_lm_head(loaded) -> str | bool:
         return False
 
 
+def _forward_kernels(loaded) -> str | bool:
+    """The instruction set of the native forward kernels serving ``loaded`` (:func:`engine.native.kernel_isa`:
+    ``"avx512"``, ``"avx2"``), or False where they do not (another device, no native packing)."""
+    packing = getattr(loaded, "packing", None)
+    if not packing or packing.kernel != "native":
+        return False
+    from engine import native  # noqa: PLC0415
+
+    lib = native.library()
+    return native.kernel_isa(lib) if lib is not None else False
+
+
 @dataclass
 class CompletionRequest:
     """One inline-completion job: the document text around the cursor at ``version``.
@@ -116,6 +128,7 @@ class EngineHost(IndexingMixin):
         self._history: Any = None  # earlier completions' output (engine.history), shared like the estimator
         self.verify_cost: dict | None = None
         self.lm_head_screen: str | bool = False  # the LM head's screen for greedy steps: "vnni", "avx2" or False
+        self.forward_kernels: str | bool = False  # the native forward kernels' instruction set: "avx512", "avx2", False
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
@@ -193,6 +206,7 @@ class EngineHost(IndexingMixin):
             self.loaded, self.common, self._cost = loaded, common, cost
             self.verify_cost = cost.as_dict() if cost is not None else None
             self.lm_head_screen = screen
+            self.forward_kernels = _forward_kernels(loaded)
             self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
             self._caches.clear()
@@ -483,6 +497,7 @@ class EngineHost(IndexingMixin):
             "verify_cost": self.verify_cost,
             # greedy steps take the LM head's argmax by int8 screening and exact rescoring (the same tokens)
             "lm_head_screen": self.lm_head_screen,
+            "forward_kernels": self.forward_kernels,
             # a flat c(n) (a GPU's): fastcoder searches every source beside the context copy (engine.cost_model)
             "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,

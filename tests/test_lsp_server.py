@@ -155,6 +155,11 @@ async def test_status_reports_model_and_repo(client: LanguageClient):
         assert st["lm_head_screen"] is False
     else:
         assert st["lm_head_screen"] in ("vnni", "avx2")
+    # the forward's native kernels and their instruction set (engine.native.kernel_isa)
+    from engine import native  # noqa: PLC0415
+
+    lib = native.library()
+    assert st["forward_kernels"] == (native.kernel_isa(lib) if lib is not None and lib.fc_gemm_supported() else False)
     assert st["model"].endswith("tiny-py-coder")
     (repo,) = st["repo"]
     assert Path(repo["root"]) == WORKSPACE and repo["files"] == 3 and repo["tokens"] > 1000
