@@ -168,8 +168,8 @@ def _kernel_name(packing) -> str:
     if packing.kernel == "native":
         from . import native  # noqa: PLC0415
 
-        lib = native.library()
-        return f"native-{native.forward_version()}" + (f"-{native.kernel_isa(lib)}" if lib is not None else "")
+        isa = native.packed_kernels_isa(packing)
+        return f"native-{native.forward_version()}" + (f"-{isa}" if isa else "")
     return str(packing.kernel)
 
 

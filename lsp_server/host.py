@@ -48,18 +48,6 @@ def _screen_lm_head(loaded) -> str | bool:
         return False
 
 
-def _forward_kernels(loaded) -> str | bool:
-    """The instruction set of the native forward kernels serving ``loaded`` (:func:`engine.native.kernel_isa`:
-    ``"avx512"``, ``"avx2"``), or False where they do not (another device, no native packing)."""
-    packing = getattr(loaded, "packing", None)
-    if not packing or packing.kernel != "native":
-        return False
-    from engine import native  # noqa: PLC0415
-
-    lib = native.library()
-    return native.kernel_isa(lib) if lib is not None else False
-
-
 @dataclass
 class CompletionRequest:
     """One inline-completion job: the document text around the cursor at ``version``.
@@ -191,6 +179,9 @@ class EngineHost(IndexingMixin):
             # the LM head's int8 screen for greedy steps, packed here rather than in a first completion (Qwen2.5-Coder's
             # 151,936 x 1,536 head: 223 MB, 1.4-2.1 s on one thread, 0.9-1.0 s on two)
             screen = _screen_lm_head(loaded)
+            from engine.native import packed_kernels_isa  # noqa: PLC0415
+
+            kernels = packed_kernels_isa(getattr(loaded, "packing", None)) or False
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:
@@ -206,7 +197,7 @@ class EngineHost(IndexingMixin):
             self.loaded, self.common, self._cost = loaded, common, cost
             self.verify_cost = cost.as_dict() if cost is not None else None
             self.lm_head_screen = screen
-            self.forward_kernels = _forward_kernels(loaded)
+            self.forward_kernels = kernels
             self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
             self._caches.clear()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..lean_forward import greedy_screen
-from ..native import kernel_isa, library
+from ..native import packed_kernels_isa
 from .headroom import headroom
 from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
                      run_tasks, summarize)
@@ -87,9 +87,7 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     # greedy steps take the LM head's argmax by int8 screening (screened_head=True): with which instructions
     result["environment"]["lm_head_screen"] = greedy_screen(loaded.model) or False
     # the native forward kernels' instruction set ("avx512", "avx2"), False where they do not serve
-    packing = getattr(loaded, "packing", None)
-    native = library() if packing and packing.kernel == "native" else None
-    result["environment"]["forward_kernels"] = kernel_isa(native) if native is not None else False
+    result["environment"]["forward_kernels"] = packed_kernels_isa(getattr(loaded, "packing", None)) or False
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]

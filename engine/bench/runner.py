@@ -38,8 +38,8 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     "ar-full-head": ("ar", {"screened_head": False}),
     "fastcoder-full-head": ("fastcoder", {"screened_head": False}),
     # the forward's AVX2 kernels on a CPU with AVX-512 (engine.native.forward_kernels around each generation; the
-    # same tokens, the same trees: the verify-cost curve stays the process's)
-    "ar-avx2": ("ar", {}),
+    # same tokens, the same trees: the verify-cost curve stays the process's). None for ar: its one-row steps run
+    # the same kernels on both
     "fastcoder-avx2": ("fastcoder", {}),
     # the engine before trees were sized by the verify-cost model: top nodes by weight, budget 16 on a
     # CPU, nodes below a 0.2 share pruned
@@ -67,7 +67,7 @@ CHEAP_VERIFY_BENCH_METHODS = ("fastcoder-depth24",)
 FULL_HEAD_BENCH_METHODS = ("ar-full-head", "fastcoder-full-head")
 #: Ablations of the forward kernels' instruction set (method -> engine.native.forward_kernels' name): run only when
 #: asked for.
-KERNEL_ISA_METHODS = {"ar-avx2": "avx2", "fastcoder-avx2": "avx2"}
+KERNEL_ISA_METHODS = {"fastcoder-avx2": "avx2"}
 DEFAULT_METHODS = tuple(m for m in METHOD_SPECS
                         if m not in SDSAT_BENCH_METHODS + SUFFIX_BENCH_METHODS + CHEAP_VERIFY_BENCH_METHODS
                         + FULL_HEAD_BENCH_METHODS + tuple(KERNEL_ISA_METHODS))

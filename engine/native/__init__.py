@@ -246,6 +246,16 @@ def kernel_isa(lib) -> str:
     return _ISA["isa"]
 
 
+def packed_kernels_isa(packing) -> str | None:
+    """:func:`kernel_isa` where ``packing`` (:mod:`engine.packed_linear`'s report of a loaded model) runs the native
+    few-row kernel, else None (another kernel or device, nothing packed, no native library): what the c(n) curve's
+    key, the benchmark's JSON and the server's status name."""
+    if not packing or getattr(packing, "kernel", None) != "native":
+        return None
+    lib = library()
+    return kernel_isa(lib) if lib is not None else None
+
+
 @contextmanager
 def forward_kernels(isa: str):
     """Run the enclosed forwards on ``isa``'s kernels (``"avx2"``; ``"avx512"`` where the CPU has it), then go back to
