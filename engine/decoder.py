@@ -27,7 +27,7 @@ from .kv_cache import new_kv_cache
 from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
 from .steps import decode_one_token, decode_one_token_greedy, prefill
-from .stops import hit_stop, stop_cut, stop_tokens, stop_touching
+from .stops import hit_stop, stop_cut, stop_table, stop_tokens, stop_touching
 from .verify import (SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward,
                      tree_forward_greedy, walk_greedy)
 
@@ -407,6 +407,10 @@ class SpeculativeDecoder:
         if drafter is not None:
             t = time.perf_counter()
             drafter.reset(context[:n_ctx])
+            set_stop = getattr(drafter, "set_stop_tokens", None)
+            if set_stop is not None:  # nothing drafted below a stop token (not while a healing constraint holds:
+                # a stop string counts only after it, as _verifiable's pruning does)
+                set_stop(stop_table(stop_tokens, self.loaded.vocab_size) if stop_tokens and not remaining else None)
             retrieval_s += time.perf_counter() - t
         def push(tok: int) -> None:  # one committed token: output, drafting context, constraint
             nonlocal n_ctx, remaining

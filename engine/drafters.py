@@ -348,6 +348,14 @@ class FastCoderDrafter:
         # one native call a step for the sources and the tree where the configuration allows (engine.native.propose)
         self._native = native_propose.supported(self)
         self._native_args = None
+        self.stop = None  # (V,) uint8: the generation's stop tokens, nothing drafted below one (set_stop_tokens)
+
+    def set_stop_tokens(self, stop: np.ndarray | None) -> None:
+        """Draft nothing below a stop token from now on: ``stop`` ((V,) uint8, nonzero for a token whose text holds
+        one of the generation's stop strings, as a line completion's newline; None: no stop). Each source's
+        continuations are cut after their first one before the tree is sized
+        (:func:`engine.tree_builder.cut_at_stop`), so the tree's budget goes to nodes whose acceptance counts."""
+        self.stop = stop
 
     def reset(self, prompt: np.ndarray) -> None:
         self.context_index.reset(prompt)
@@ -421,7 +429,7 @@ class FastCoderDrafter:
                 if tree is not None:
                     return tree
         return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost,
-                                self.opts.tree_max_depth)
+                                self.opts.tree_max_depth, self.stop)
 
     def cost_at(self, context_len: int):
         """The verify cost curve at a KV cache of ``context_len`` tokens (:meth:`engine.cost_model.VerifyCost.at`,

@@ -3,13 +3,17 @@
 A completion ends at the first occurrence of a stop string (the server's ``"\\n"`` for a line, ``"\\n\\n"`` for a
 block) in its decoded text. The decoder (:mod:`engine.decoder`) checks the output once per forward, only after a
 token that shares a byte with a stop string (:func:`stop_touching`), prunes draft-tree nodes below a token that
-already spells one (:func:`stop_tokens`, :func:`engine.verify.prune_after_stop`) and cuts the result's text at the
+already spells one (:func:`stop_tokens`, :func:`engine.verify.prune_after_stop`; the fastcoder drafter cuts its
+sources' continuations there before it sizes the tree, :func:`stop_table`) and cuts the result's text at the
 first stop (:func:`stop_cut`). Token sets are kept per model by :class:`engine.healing.TokenBytes`.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
+
+import numpy as np
 
 
 def stop_texts(stop: Sequence[str] | None, tokenizer) -> tuple[str, ...] | None:
@@ -24,6 +28,17 @@ def stop_tokens(stop: Sequence[str] | None, loaded) -> frozenset[int] | None:
     set (:meth:`engine.healing.TokenBytes.containing_ids`)."""
     texts = stop_texts(stop, loaded.tokenizer)
     return None if texts is None else loaded.token_bytes.containing_ids(texts)
+
+
+@lru_cache(maxsize=16)
+def stop_table(ids: frozenset[int], vocab_size: int) -> np.ndarray:
+    """``ids`` (:func:`stop_tokens`' set) as a read-only (max(vocab_size, max id + 1),) uint8 table, 1 for a stop
+    token: what the drafters' tree builders read (:meth:`engine.drafters.FastCoderDrafter.set_stop_tokens`). Kept
+    per set (the sets are kept per stop strings, so one table per stop strings)."""
+    table = np.zeros(max(int(vocab_size), max(ids, default=-1) + 1), dtype=np.uint8)
+    table[sorted(ids)] = 1
+    table.flags.writeable = False
+    return table
 
 
 def stop_touching(stop: Sequence[str] | None, loaded) -> frozenset[int] | None:

@@ -31,8 +31,27 @@ SIZED_MAX_ROWS = 16
 SIZED_MAX_DEPTH = 24
 
 
+def cut_at_stop(part: Candidates, stop: np.ndarray) -> Candidates:
+    """``part`` with each continuation cut after its first stop token (``stop``: (V,) uint8 or bool, nonzero for
+    a token whose text holds one of the generation's stop strings): the generation ends at that token, so a
+    draft below it could only be verified for nothing (:func:`engine.verify.prune_after_stop` removes such nodes
+    from a built tree; cut here, the tree's budget goes to nodes that can count). Rows (K, W) or (W,), padded
+    with -1; ``part`` itself when no row holds a stop token before its end. The C builder cuts the same way
+    (``fc_build_sized_parts``, :func:`engine.native.tree.set_stop`)."""
+    rows = np.asarray(part.tokens)
+    valid = (rows >= 0) & (rows < len(stop))
+    hit = np.zeros(rows.shape, dtype=bool)
+    hit[valid] = np.asarray(stop)[rows[valid]] != 0
+    after = (np.cumsum(hit, axis=-1) - hit) > 0  # positions past the first stop token of their row
+    if not (after & (rows >= 0)).any():
+        return part
+    return Candidates(np.where(after, -1, rows).astype(rows.dtype, copy=False), part.counts, part.weight,
+                      part.source, part.match_length)
+
+
 def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_prob: float = 0.0,
-                     estimator=None, cost=None, max_depth: int = SIZED_MAX_DEPTH) -> DraftTree:
+                     estimator=None, cost=None, max_depth: int = SIZED_MAX_DEPTH,
+                     stop: np.ndarray | None = None) -> DraftTree:
     """Merge the candidates of several sources into one weighted trie and keep the best nodes.
 
     Args:
@@ -50,6 +69,8 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
             and ``min_prob`` as caps; the tree then carries each node's estimate bucket in ``keys``.
         max_depth: with ``estimator`` and ``cost``, continuations are cut to this many tokens (the tree's
             depth bound, :data:`SIZED_MAX_DEPTH` by default; ignored otherwise).
+        stop: (V,) uint8 or bool, nonzero for the generation's stop tokens (a line completion's newlines):
+            continuations are cut after their first one (:func:`cut_at_stop`); None: not cut.
 
     Returns:
         A :class:`DraftTree` with at most ``budget`` nodes, prefix-closed: a node's weight is the
@@ -59,6 +80,8 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     parts = [c for c in candidates if c.tokens.size and len(c.counts)]
     if not parts or budget <= 0:
         return DraftTree.empty()
+    if stop is not None:
+        parts = [cut_at_stop(c, stop) for c in parts]
     sized = estimator is not None and cost is not None
     if sized:
         lib = native.library()

@@ -250,4 +250,6 @@ def prune_after_stop(tree, stop_tokens):
     if stop_tokens.isdisjoint(tokens):
         return tree
     keep = [p < 0 or tokens[p] not in stop_tokens for p in tree.parents.tolist()]
+    if all(keep):  # the stop tokens are leaves (the fastcoder drafter cuts its sources there): nothing to drop
+        return tree
     return tree.keep(np.asarray(keep, dtype=bool))  # keep() drops their descendants too

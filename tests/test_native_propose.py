@@ -89,15 +89,21 @@ tables = st.dictionaries(st.tuples(tok, tok), st.lists(st.lists(tok, min_size=1,
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seqs, gens, tables, st.lists(tok, min_size=1, max_size=80), st.integers(0, 3), st.integers(16, 400),
-       st.integers(8, 200), st.booleans(), st.sampled_from([24, 48]))
+       st.integers(8, 200), st.booleans(), st.sampled_from([24, 48]), st.sets(st.integers(0, 3), max_size=2))
 def test_native_step_gives_the_python_tree_and_side_effects(cache_seqs, history_gens, table, stream, seed,
-                                                            cache_tokens, history_tokens, beside, depth):
+                                                            cache_tokens, history_tokens, beside, depth, stop_ids):
     """Both retrieval policies: D_r and D_c only where neither the cache nor the copy continues the context, or at
     every cache miss beside the copy (``retrieve_beside_copy``, chosen where verification is cheap); trees,
-    copies and continuations at most 24 tokens deep, or 48 (also chosen where verification is cheap)."""
+    copies and continuations at most 24 tokens deep, or 48 (also chosen where verification is cheap); with and
+    without stop tokens (every source's continuations cut after one)."""
     fast = _drafter(True, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside, depth)
     slow = _drafter(False, cache_seqs, history_gens, table, seed, cache_tokens, history_tokens, beside, depth)
     assert fast._native, "the default configuration must take the native step"
+    if stop_ids:
+        stop = np.zeros(6, dtype=np.uint8)
+        stop[sorted(stop_ids)] = 1
+        fast.set_stop_tokens(stop)
+        slow.set_stop_tokens(stop)
     prompt = np.asarray(stream[:max(1, len(stream) // 3)], dtype=np.int64)
     fast.reset(prompt)
     slow.reset(prompt)
@@ -105,6 +111,8 @@ def test_native_step_gives_the_python_tree_and_side_effects(cache_seqs, history_
     for n in range(len(prompt), len(context) + 1):  # a growing context, as the decoder's steps give it
         a, b = fast.propose(context[:n]), slow.propose(context[:n])
         assert _same(a, b), (n, a, b)
+        if stop_ids:  # nothing below a stop token
+            assert not set(a.tokens[a.parents[a.parents >= 0]].tolist()) & stop_ids
         assert (fast.cache.lookups, fast.cache.hits, fast.skipped, fast.missing) == \
                (slow.cache.lookups, slow.cache.hits, slow.skipped, slow.missing)
         assert (fast.repo.calls, fast.common.calls) == (slow.repo.calls, slow.common.calls)
@@ -250,9 +258,9 @@ def _store_state(d) -> tuple:
                                                                                    max_size=60)),
        st.lists(st.tuples(st.integers(0, 59), st.integers(1, 12), st.lists(st.integers(0, 63), max_size=4)),
                 min_size=1, max_size=12),
-       st.integers(0, 3), st.sampled_from([2, 5, 128]), gens, st.booleans())
+       st.integers(0, 3), st.sampled_from([2, 5, 128]), gens, st.booleans(), st.sets(st.integers(1, 6), max_size=2))
 def test_native_datastore_step_gives_the_python_tree_and_side_effects(stream, pieces, seed, max_matches,
-                                                                      history_gens, beside):
+                                                                      history_gens, beside, stop_ids):
     """Documents made of pieces of the stream (so the stores continue it) and noise; the context copy rarely has
     a continuation in a stream of ~60 distinct tokens, so most steps search D_r and D_c, and often one in a stream
     of 6, where ``beside`` searches them beside it."""
@@ -264,6 +272,11 @@ def test_native_datastore_step_gives_the_python_tree_and_side_effects(stream, pi
     fast = _store_drafter(True, repo, common, seed, max_matches, history_gens, beside)
     slow = _store_drafter(False, repo, common, seed, max_matches, history_gens, beside)
     assert fast._native
+    if stop_ids:  # every source's continuations cut after a stop token, the datastores' too
+        stop = np.zeros(64, dtype=np.uint8)
+        stop[sorted(stop_ids)] = 1
+        fast.set_stop_tokens(stop)
+        slow.set_stop_tokens(stop)
     context = np.asarray(stream, dtype=np.int64)
     prompt = context[:2]
     fast.reset(prompt)
@@ -271,6 +284,8 @@ def test_native_datastore_step_gives_the_python_tree_and_side_effects(stream, pi
     for n in range(2, len(context) + 1):
         a, b = fast.propose(context[:n]), slow.propose(context[:n])
         assert _same(a, b), (n, a, b)
+        if stop_ids:  # nothing below a stop token
+            assert not set(a.tokens[a.parents[a.parents >= 0]].tolist()) & stop_ids
         assert _store_state(fast) == _store_state(slow), n
     if len(context) > 8:  # a rollback (the decoder's rejected drafts): the states start afresh, the same answers
         for n in (len(context) - 5, len(context)):

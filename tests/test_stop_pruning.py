@@ -6,7 +6,8 @@ import numpy as np
 
 import engine.decoder as decoder_module
 from engine.decoder import SpeculativeDecoder
-from engine.draft_tree import DraftTree
+from engine.draft_tree import SOURCE_CACHE, Candidates, DraftTree
+from engine.tree_builder import cut_at_stop
 from engine.verify import prune_after_stop
 
 
@@ -29,6 +30,23 @@ def test_the_stop_token_is_kept_and_what_hangs_below_it_is_dropped():
         assert prune_after_stop(_tree([11, 12], [-1, 0]), table).tokens.tolist() == [11, 12]  # nothing to drop
         assert len(prune_after_stop(DraftTree.empty(), table)) == 0
     assert prune_after_stop(_tree([30, 10, 12], [-1, 0, 1]), stop).tokens.tolist() == [30, 10]  # 30: past the table
+
+
+def test_continuations_are_cut_after_their_first_stop_token():
+    stop = np.zeros(20, dtype=np.uint8)
+    stop[[10, 12]] = 1
+    rows = np.array([[1, 10, 2, 3], [4, 5, 12, -1], [6, 7, -1, -1], [10, 12, 10, 1], [30, 10, 2, -1]])
+    part = Candidates(rows, np.ones(5), 1.0, SOURCE_CACHE, 3)
+    cut = cut_at_stop(part, stop)
+    assert cut.tokens.tolist() == [[1, 10, -1, -1], [4, 5, 12, -1], [6, 7, -1, -1], [10, -1, -1, -1],
+                                   [30, 10, -1, -1]]  # 30: past the table, not a stop
+    assert (cut.counts is part.counts and cut.match_length == 3 and cut.source == SOURCE_CACHE
+            and cut.tokens.dtype == rows.dtype)
+    assert cut_at_stop(Candidates(rows[1:3], np.ones(2), 1.0, SOURCE_CACHE), stop).tokens is not None
+    kept = Candidates(rows[1:3], np.ones(2), 1.0, SOURCE_CACHE)
+    assert cut_at_stop(kept, stop) is kept  # nothing after a stop token: the same object
+    assert cut_at_stop(Candidates(np.array([3, 12, 4]), np.ones(1), 1.0, SOURCE_CACHE), stop).tokens.tolist() \
+        == [3, 12, -1]  # one (L,) row
 
 
 def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder, real_code_prompts, monkeypatch):
@@ -61,7 +79,17 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
         below = tree.parents[tree.parents >= 0]
         assert not newline[tree.tokens[below]].any()
     with_pruning = sum(sum(g.stats["draft_sizes"]) for g in got)
+    # the drafter itself cuts its sources' continuations at a stop token before sizing the tree: with the
+    # decoder's pruning of built trees switched off, still nothing below a newline is verified
     monkeypatch.setattr(decoder_module, "prune_after_stop", lambda tree, stop_tokens: tree)
+    verified.clear()
+    cut = [SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=48, stop=["\n"])
+           for ids in prompts]
+    assert [g.text for g in cut] == [w.text for w in want]
+    assert verified
+    for tree in verified:
+        assert not newline[tree.tokens[tree.parents[tree.parents >= 0]]].any()
+    monkeypatch.setattr(decoder_module, "stop_table", lambda ids, vocab_size: None)  # and the drafter's cut off
     unpruned = SpeculativeDecoder(tiny_coder, "fastcoder")
     again = [unpruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
     assert [g.text for g in again] == [w.text for w in want]

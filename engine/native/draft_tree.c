@@ -449,7 +449,8 @@ static double count_at(const void *counts, int kind, int64_t i) {
    (each source's most frequent max_rows rows, cut to max_depth tokens, its counts' sum) done here, written
    into the scratch arrays ia points at, then the tree built. parts: n_parts x 10 int64 per source: rows
    address, bytes per token id (4 or 8), tokens between row starts, rows, row width, counts address, counts
-   kind (0: int64, 1: float64), counts, source bit, match length; weights: each source's weight. The
+   kind (0: int64, 1: float64), counts, source bit, match length; weights: each source's weight. ia[43], ia[44]:
+   a (V,) uint8 table of stop tokens and V (0: none): each row is cut after its first stop token. The
    scratch holds room_rows x room_width tokens. Returns fc_build_sized's result, or -3 when the Python
    preparation must run (see counts_total; more rows or a wider row than the scratch holds). */
 int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts, const double *weights,
@@ -460,6 +461,8 @@ int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts
     int64_t *part_bit = (int64_t *)(intptr_t)ia[6], *part_match = (int64_t *)(intptr_t)ia[7];
     double *part_weight = (double *)(intptr_t)ia[8], *part_total = (double *)(intptr_t)ia[9];
     int64_t n_rows = 0, width = 0;
+    const uint8_t *stop = (const uint8_t *)(intptr_t)ia[43]; /* (stop_len,) nonzero: a stop token; 0: none */
+    int64_t stop_len = ia[44];
     enum { MAX_PARTS = 64, MAX_PICK = 64 };
     if (n_parts > MAX_PARTS || max_rows > MAX_PICK) return -3;
     int64_t k_of[MAX_PARTS];
@@ -503,6 +506,12 @@ int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts
                 for (int64_t d = 0; d < w; d++) dst[d] = ((const int32_t *)src)[d];
             else
                 for (int64_t d = 0; d < w; d++) dst[d] = ((const int64_t *)src)[d];
+            if (stop) /* nothing after a stop token: the generation ends there (engine.tree_builder.cut_at_stop) */
+                for (int64_t d = 0; d < w && dst[d] >= 0; d++)
+                    if (dst[d] < stop_len && stop[dst[d]]) {
+                        for (int64_t e = d + 1; e < w; e++) dst[e] = -1;
+                        break;
+                    }
             row_count[at] = count_at(counts, kind, pick[j]);
             row_part[at] = p;
         }

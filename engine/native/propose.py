@@ -28,7 +28,7 @@ from ..datastore.matching import NATIVE_TAIL_MAX
 from ..draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree
 from ..tree_builder import SIZED_MAX_ROWS, build_draft_tree
 from . import library
-from .tree import _local, _tree_from, pack_parts, set_limits, thread_scratch
+from .tree import _local, _tree_from, pack_parts, set_limits, set_stop, thread_scratch
 
 NATIVE_PROPOSE_ENV = "FASTCODER_NATIVE_PROPOSE"
 #: fc_propose's results: no continuation from the cache or the copy (the datastores are searched in Python), and
@@ -189,6 +189,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         args.scratch = sc
     budget, min_prob = drafter.ret.budget, drafter.ret.min_prob
     set_limits(sc, cost, budget, min_prob)
+    set_stop(sc, drafter.stop)
     cache = drafter.cache
     cache_len = _sync_cache(args, cache)
     n_ctx = len(idx)
@@ -232,7 +233,7 @@ def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_pro
     copied = drafter.context_index.candidates() if drafter.opts.retrieve_beside_copy else None
     earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
     return build_draft_tree(parts + [c for c in (copied, earlier) if c is not None], budget, min_prob,
-                            drafter.estimator, cost, drafter.opts.tree_max_depth)
+                            drafter.estimator, cost, drafter.opts.tree_max_depth, drafter.stop)
 
 
 def _retrieve_native(lib, drafter, args: ProposeArgs, key: tuple, n_ctx: int, cache_len: int) -> int | None:

@@ -46,7 +46,9 @@ class _NativeScratch:
         self.strengths = None  # (prior, pool strength) in da[0:2]
         self.limits = None  # (budget, min_prob) in ia[24], da[4]
         a = lambda arr: arr.ctypes.data  # noqa: E731
-        self.ia = np.zeros(43, dtype=np.int64)  # [35:43]: the draft head's buffers (use_estimator), 0: none
+        # [35:43]: the draft head's buffers (use_estimator), 0: none; [43:45]: the stop tokens' table (set_stop)
+        self.ia = np.zeros(45, dtype=np.int64)
+        self.stop = None  # the (V,) uint8 table ia[43] points at (None: ia[43] = 0)
         self.ia[[2, 3, 4, 6, 7, 8, 9]] = [a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]),
                                          a(self.part_ints[1]), a(self.part_floats[0]), a(self.part_floats[1])]
         self.ia[10:16] = [DEPTH_BUCKETS, a(self.share_edges), len(SHARE_EDGES), a(self.match_edges),
@@ -170,6 +172,15 @@ def thread_scratch(width: int = SIZED_MAX_DEPTH) -> _NativeScratch:
     return sc
 
 
+def set_stop(sc: _NativeScratch, stop: np.ndarray | None) -> None:
+    """Point fc_build_sized_parts at ``stop`` ((V,) uint8 C-contiguous, nonzero for a token whose text holds a stop
+    string; None: no stop): each source row is cut after its first stop token (:func:`engine.tree_builder.cut_at_stop`).
+    numpy is written only when the table changes."""
+    if stop is not sc.stop:
+        sc.ia[43], sc.ia[44] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
+        sc.stop = stop
+
+
 def set_limits(sc: _NativeScratch, cost, budget: int, min_prob: float) -> None:
     """Point the builder at ``cost``'s c(n) table for any tree the scratch holds, and set its caps (``budget``
     draft tokens, ``min_prob``); numpy is written only when a value changes."""
@@ -263,7 +274,7 @@ def pack_parts(sc: _NativeScratch, parts: list) -> int:
 
 
 def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator: AcceptanceEstimator,
-                      cost, max_depth: int = SIZED_MAX_DEPTH) -> DraftTree | None:
+                      cost, max_depth: int = SIZED_MAX_DEPTH, stop: np.ndarray | None = None) -> DraftTree | None:
     """The same tree as :func:`engine.tree_builder._build_sized`, bit for bit, from the sources' own arrays: the
     C code (``fc_build_sized_parts``) also does :func:`engine.tree_builder._sized_rows`'s preparation (the most
     frequent rows, the depth cut, the counts' sum), which took most of a step's ~0.1 ms of tree building
@@ -274,6 +285,7 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
             with contiguous rows; counts: (M,) int64 or float64 contiguous arrays).
         budget, min_prob, estimator, cost: as :func:`build_sized_native`; ``cost`` must have ``upto``.
         max_depth: rows are cut to this many tokens (the tree's depth bound).
+        stop: (V,) uint8, nonzero for stop tokens: rows are also cut after their first one (:func:`set_stop`).
     Returns:
         The tree, or None where the caller must take :func:`engine.tree_builder._build_sized` (other dtypes or
         layouts, counts whose sum Python must take, NaN estimates, more sources than the scratch holds).
@@ -286,6 +298,7 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
     if pack_parts(sc, parts) < 0:
         return None
     set_limits(sc, cost, budget, min_prob)
+    set_stop(sc, stop)
     kept = lib.fc_build_sized_parts(*sc.args, *sc.parts_args, n_parts, SIZED_MAX_ROWS, max_depth,
                                     sc.fits[0], sc.fits[1])
     return _tree_from(sc, kept)
