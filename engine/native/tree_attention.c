@@ -256,6 +256,211 @@ WEIGHTED_VALUES_ROWS(4)
 /* Keys per chunk of the shared weighted sum of values: every row's pass over a chunk finds its values in L1. */
 #define VALUE_CHUNK 32
 
+/* The keys each query row may see, read from the mask once per forward: the same lists serve every layer and head
+ * (the fused forward, decoder_layer.c, plans once for its six layers; ~7 us a layer at 7 rows over 1,000 keys).
+ * Per row i: its visible keys in cache order (idx, stride entries a row), their mask values (bias; use_bias: any
+ * nonzero), their count; shared: the longest list prefix every row has, shared_blocks that rounded down to 8. */
+typedef struct attention_rows {
+    int64_t m_count, s_count, stride, shared, shared_blocks;
+    int64_t *idx, *count;
+    float *bias;
+    int *use_bias;
+} attention_rows;
+
+void fc_attention_rows_free(attention_rows *r) {
+    if (!r) return;
+    free(r->idx);
+    free(r->bias);
+    free(r->count);
+    free(r->use_bias);
+    free(r);
+}
+
+/* The row plan of batch entry b of a mask (kinds and strides as fc_attention's); NULL when memory ran out. */
+attention_rows *fc_attention_rows(int64_t b, int64_t m_count, int64_t s_count, const void *mask, int mask_kind,
+                                  const int64_t *ms, int causal) {
+    attention_rows *r = calloc(1, sizeof(attention_rows));
+    if (!r) return NULL;
+    int64_t stride = s_count + 8;
+    r->m_count = m_count, r->s_count = s_count, r->stride = stride;
+    r->idx = malloc(sizeof(int64_t) * (size_t)(m_count * stride));
+    r->bias = malloc(sizeof(float) * (size_t)(m_count * stride));
+    r->count = malloc(sizeof(int64_t) * (size_t)m_count);
+    r->use_bias = malloc(sizeof(int) * (size_t)m_count);
+    if (!r->idx || !r->bias || !r->count || !r->use_bias) {
+        fc_attention_rows_free(r);
+        return NULL;
+    }
+    for (int64_t i = 0; i < m_count; i++) { /* the keys row i sees: the same list for every head */
+        int64_t n = 0, *ix = r->idx + i * stride;
+        float *bi = r->bias + i * stride;
+        r->use_bias[i] = 0;
+        if (mask_kind == 0) {
+            int64_t last = causal ? s_count - m_count + i : s_count - 1;
+            for (int64_t j = 0; j <= last; j++) ix[n++] = j;
+        } else if (mask_kind == 1) {
+            const uint8_t *row = (const uint8_t *)mask + b * ms[0] + i * ms[1];
+            for (int64_t j = 0; j < s_count; j++)
+                if (row[j * ms[2]]) ix[n++] = j;
+        } else {
+            const float *row = (const float *)mask + b * ms[0] + i * ms[1];
+            for (int64_t j = 0; j < s_count; j++) {
+                float x = row[j * ms[2]];
+                if (x > -1e30f) {
+                    bi[n] = x;
+                    r->use_bias[i] |= x != 0.0f;
+                    ix[n++] = j;
+                }
+            }
+        }
+        r->count[i] = n;
+    }
+    /* shared: the longest list prefix every row has (keys, not mask values); scored in whole blocks of 8 */
+    int64_t shared = 0;
+    if (m_count > 0)
+        shared = r->count[0];
+    for (int64_t i = 1; i < m_count && shared > 0; i++) {
+        int64_t lim = r->count[i] < shared ? r->count[i] : shared, j = 0;
+        const int64_t *a = r->idx, *c = r->idx + i * stride;
+        while (j < lim && a[j] == c[j]) j++;
+        shared = j;
+    }
+    r->shared = shared;
+    r->shared_blocks = shared / 8 * 8;
+    return r;
+}
+
+/* out[b, i, h, :] = softmax(q[b, h, i] . k[b, g(h), j] * scale + mask[b, i, j]) v[b, g(h), j] over the
+ * keys j row i may see, g(h) = h / (heads / kv_heads), for one batch entry b whose rows' keys `rows` lists
+ * (fc_attention_rows of the same mask and b): q, k, v, strides, out as fc_attention's. Returns 0, or -1 when
+ * scratch memory could not be allocated. */
+TGT int fc_attention_planned(const attention_rows *rows, int64_t b, const float *q, const int64_t *qs, const float *k,
+                             const int64_t *ks, const float *v, const int64_t *vs, int64_t heads, int64_t kv_heads,
+                             int64_t d, float scale, float *out) {
+    int64_t m_count = rows->m_count, s_count = rows->s_count, stride = rows->stride;
+    int64_t group = heads / kv_heads;
+    const int64_t *idx = rows->idx, *count = rows->count;
+    const float *bias = rows->bias;
+    const int *use_bias = rows->use_bias;
+    int64_t shared = rows->shared, shared_blocks = rows->shared_blocks;
+    /* heads split over fc_gemm's threads when there is enough work a head (each thread its own scratch) */
+    int64_t threads = fc_thread_count();
+    if (threads > heads)
+        threads = heads;
+    if (m_count * s_count * d < ATTENTION_THREAD_WORK)
+        threads = 1;
+    /* per thread and row: scores, accumulators, 1 / sum, running maxima; per thread: key and value pointers */
+    float *scores_all = malloc(sizeof(float) * (size_t)(threads * m_count * stride));
+    float *acc_all = malloc(sizeof(float) * (size_t)(threads * m_count * d));
+    float *inv_all = malloc(sizeof(float) * (size_t)(threads * m_count));
+    float *vmax_all = malloc(sizeof(float) * 8 * (size_t)(threads * m_count));
+    const float **kp_all = malloc(sizeof(float *) * (size_t)(threads * stride * 2));
+    int rc = 0;
+    if (!scores_all || !acc_all || !inv_all || !vmax_all || !kp_all) {
+        rc = -1;
+        goto done;
+    }
+    const __m256 vscale = _mm256_set1_ps(scale);
+    const int wide = m_count > 1 && use512(); /* rows in blocks (the AVX-512 kernels) */
+    /* heads outer: one kv head's keys and values stay in cache for all rows. Each head's outputs are its own
+       and computed the same way on any thread: the same bits on any number of threads. */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads((int)threads) schedule(static) if (threads > 1)
+#endif
+    for (int64_t h = 0; h < heads; h++) {
+#ifdef _OPENMP
+        int64_t tid = threads > 1 ? omp_get_thread_num() : 0;
+#else
+        int64_t tid = 0;
+#endif
+        float *scores = scores_all + tid * m_count * stride, *acc = acc_all + tid * m_count * d;
+        float *inv = inv_all + tid * m_count, *vmax = vmax_all + tid * 8 * m_count;
+        const float **kp = kp_all + tid * stride * 2, **vp = kp + stride;
+        int64_t g = h / group;
+        const float *kb = k + b * ks[0] + g * ks[1], *vb = v + b * vs[0] + g * vs[1];
+        for (int64_t j = 0; j < shared; j++) {
+            kp[j] = kb + idx[j] * ks[2];
+            vp[j] = vb + idx[j] * vs[2];
+        }
+        for (int64_t i = 0; i < 8 * m_count; i++) vmax[i] = -INFINITY;
+        const float *qh = q + b * qs[0] + h * qs[1];
+        for (int64_t j0 = 0; j0 < shared_blocks; j0 += 8) { /* each block of shared keys: every row */
+            int64_t i = 0;
+            if (wide) /* two rows at a time */
+                for (; i + 2 <= m_count; i += 2)
+                    score_block2(qh + i * qs[2], qh + (i + 1) * qs[2], d, kp + j0,
+                                 use_bias[i] ? bias + i * stride + j0 : NULL,
+                                 use_bias[i + 1] ? bias + (i + 1) * stride + j0 : NULL, vscale,
+                                 scores + i * stride + j0, scores + (i + 1) * stride + j0, vmax + 8 * i,
+                                 vmax + 8 * (i + 1));
+            for (; i < m_count; i++)
+                score_block(qh + i * qs[2], d, kp + j0, use_bias[i] ? bias + i * stride + j0 : NULL, 8, vscale,
+                            scores + i * stride + j0, vmax + 8 * i);
+        }
+        for (int64_t i = 0; i < m_count; i++) { /* each row's own keys */
+            int64_t n = count[i];
+            const int64_t *ix = idx + i * stride;
+            if (n == 0) continue;
+            const float **row_k = vp + shared; /* scratch for row i's own key pointers (values come later) */
+            if (i == 0) {
+                for (int64_t j = shared; j < n; j++) kp[j] = kb + ix[j] * ks[2];
+                score_rest(q + b * qs[0] + h * qs[1], d, kp, use_bias[0] ? bias : NULL, shared_blocks, n,
+                           vscale, scores, vmax);
+            } else {
+                /* row_k[j - shared_blocks] for list index j >= shared_blocks */
+                for (int64_t j = shared_blocks; j < n; j++) row_k[j - shared_blocks] = kb + ix[j] * ks[2];
+                score_rest(q + b * qs[0] + h * qs[1] + i * qs[2], d, row_k - shared_blocks,
+                           use_bias[i] ? bias + i * stride : NULL, shared_blocks, n, vscale, scores + i * stride,
+                           vmax + 8 * i);
+            }
+            inv[i] = softmax_weights(scores + i * stride, n, vmax + 8 * i);
+        }
+        for (int64_t i = 0; i < m_count * d; i++) acc[i] = 0.0f;
+        for (int64_t j0 = 0; j0 < shared; j0 += VALUE_CHUNK) { /* shared values: every row per chunk */
+            int64_t j1 = j0 + VALUE_CHUNK < shared ? j0 + VALUE_CHUNK : shared;
+            int64_t i = 0;
+            if (wide && d % 64 == 0) { /* four rows, then two, at a time */
+                const float *sr[4];
+                float *ar[4];
+                for (; i + 4 <= m_count; i += 4) {
+                    for (int r = 0; r < 4; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
+                    weighted_values4(sr, vp, j0, j1, d, ar);
+                }
+                for (; i + 2 <= m_count; i += 2) {
+                    for (int r = 0; r < 2; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
+                    weighted_values2(sr, vp, j0, j1, d, ar);
+                }
+            }
+            for (; i < m_count; i++)
+                weighted_values(scores + i * stride, vp, j0, j1, d, acc + i * d);
+        }
+        for (int64_t i = 0; i < m_count; i++) {
+            int64_t n = count[i];
+            const int64_t *ix = idx + i * stride;
+            float *o = out + ((b * m_count + i) * heads + h) * d;
+            if (n == 0) { /* nothing visible: zeros */
+                for (int64_t c = 0; c < d; c++) o[c] = 0.0f;
+                continue;
+            }
+            if (n > shared) {
+                const float **row_v = vp + shared; /* past the shared pointers */
+                for (int64_t j = shared; j < n; j++) row_v[j - shared] = vb + ix[j] * vs[2];
+                weighted_values(scores + i * stride, row_v - shared, shared, n, d, acc + i * d);
+            }
+            const __m256 vi = _mm256_set1_ps(inv[i]);
+            for (int64_t c = 0; c < d; c += 8)
+                _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_loadu_ps(acc + i * d + c), vi));
+        }
+    }
+done:
+    free(scores_all);
+    free(acc_all);
+    free(inv_all);
+    free(vmax_all);
+    free(kp_all);
+    return rc;
+}
+
 /* out[b, i, h, :] = softmax(q[b, h, i] . k[b, g(h), j] * scale + mask[b, i, j]) v[b, g(h), j] over the
  * keys j row i may see, g(h) = h / (heads / kv_heads).
  *
@@ -269,169 +474,17 @@ WEIGHTED_VALUES_ROWS(4)
  * tree), so those blocks are read from memory once per head and found in L1 by the other rows (a draft tree
  * of 8 rows over 1,000 cached tokens read every key and value 8 times before). Each row still computes every
  * score, weight and output with the same operations in the same order as alone. */
-TGT int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
-                     const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
-                     int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
-                     float scale, float *out) {
-    int64_t group = heads / kv_heads, stride = s_count + 8;
-    /* heads split over fc_gemm's threads when there is enough work a head (each thread its own scratch) */
-    int64_t threads = fc_thread_count();
-    if (threads > heads)
-        threads = heads;
-    if (m_count * s_count * d < ATTENTION_THREAD_WORK)
-        threads = 1;
-    /* per row: its visible keys (idx), their mask values (bias), their count; per thread and row: scores,
-       accumulators, 1 / sum, running maxima; per thread: key and value pointers */
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(m_count * stride));
-    float *bias = malloc(sizeof(float) * (size_t)(m_count * stride));
-    float *scores_all = malloc(sizeof(float) * (size_t)(threads * m_count * stride));
-    float *acc_all = malloc(sizeof(float) * (size_t)(threads * m_count * d));
-    float *inv_all = malloc(sizeof(float) * (size_t)(threads * m_count));
-    float *vmax_all = malloc(sizeof(float) * 8 * (size_t)(threads * m_count));
-    const float **kp_all = malloc(sizeof(float *) * (size_t)(threads * stride * 2));
-    int64_t *count = malloc(sizeof(int64_t) * (size_t)m_count);
-    int *use_bias = malloc(sizeof(int) * (size_t)m_count);
-    int rc = 0;
-    if (!idx || !bias || !scores_all || !acc_all || !inv_all || !vmax_all || !kp_all || !count || !use_bias) {
-        rc = -1;
-        goto done;
-    }
-    const __m256 vscale = _mm256_set1_ps(scale);
-    const int wide = m_count > 1 && use512(); /* rows in blocks (the AVX-512 kernels) */
+int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                 const int64_t *vs, int64_t b_count, int64_t heads, int64_t kv_heads, int64_t m_count,
+                 int64_t s_count, int64_t d, const void *mask, int mask_kind, const int64_t *ms, int causal,
+                 float scale, float *out) {
     for (int64_t b = 0; b < b_count; b++) {
-        for (int64_t i = 0; i < m_count; i++) { /* the keys row i sees: the same list for every head */
-            int64_t n = 0, *ix = idx + i * stride;
-            float *bi = bias + i * stride;
-            use_bias[i] = 0;
-            if (mask_kind == 0) {
-                int64_t last = causal ? s_count - m_count + i : s_count - 1;
-                for (int64_t j = 0; j <= last; j++) ix[n++] = j;
-            } else if (mask_kind == 1) {
-                const uint8_t *row = (const uint8_t *)mask + b * ms[0] + i * ms[1];
-                for (int64_t j = 0; j < s_count; j++)
-                    if (row[j * ms[2]]) ix[n++] = j;
-            } else {
-                const float *row = (const float *)mask + b * ms[0] + i * ms[1];
-                for (int64_t j = 0; j < s_count; j++) {
-                    float x = row[j * ms[2]];
-                    if (x > -1e30f) {
-                        bi[n] = x;
-                        use_bias[i] |= x != 0.0f;
-                        ix[n++] = j;
-                    }
-                }
-            }
-            count[i] = n;
-        }
-        /* shared: the longest list prefix every row has (keys, not mask values); scored in whole blocks of 8 */
-        int64_t shared = count[0];
-        for (int64_t i = 1; i < m_count && shared > 0; i++) {
-            int64_t lim = count[i] < shared ? count[i] : shared, j = 0;
-            const int64_t *a = idx, *c = idx + i * stride;
-            while (j < lim && a[j] == c[j]) j++;
-            shared = j;
-        }
-        int64_t shared_blocks = shared / 8 * 8;
-        /* heads outer: one kv head's keys and values stay in cache for all rows. Each head's outputs are its own
-           and computed the same way on any thread: the same bits on any number of threads. */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads((int)threads) schedule(static) if (threads > 1)
-#endif
-        for (int64_t h = 0; h < heads; h++) {
-#ifdef _OPENMP
-            int64_t tid = threads > 1 ? omp_get_thread_num() : 0;
-#else
-            int64_t tid = 0;
-#endif
-            float *scores = scores_all + tid * m_count * stride, *acc = acc_all + tid * m_count * d;
-            float *inv = inv_all + tid * m_count, *vmax = vmax_all + tid * 8 * m_count;
-            const float **kp = kp_all + tid * stride * 2, **vp = kp + stride;
-            int64_t g = h / group;
-            const float *kb = k + b * ks[0] + g * ks[1], *vb = v + b * vs[0] + g * vs[1];
-            for (int64_t j = 0; j < shared; j++) {
-                kp[j] = kb + idx[j] * ks[2];
-                vp[j] = vb + idx[j] * vs[2];
-            }
-            for (int64_t i = 0; i < 8 * m_count; i++) vmax[i] = -INFINITY;
-            const float *qh = q + b * qs[0] + h * qs[1];
-            for (int64_t j0 = 0; j0 < shared_blocks; j0 += 8) { /* each block of shared keys: every row */
-                int64_t i = 0;
-                if (wide) /* two rows at a time */
-                    for (; i + 2 <= m_count; i += 2)
-                        score_block2(qh + i * qs[2], qh + (i + 1) * qs[2], d, kp + j0,
-                                     use_bias[i] ? bias + i * stride + j0 : NULL,
-                                     use_bias[i + 1] ? bias + (i + 1) * stride + j0 : NULL, vscale,
-                                     scores + i * stride + j0, scores + (i + 1) * stride + j0, vmax + 8 * i,
-                                     vmax + 8 * (i + 1));
-                for (; i < m_count; i++)
-                    score_block(qh + i * qs[2], d, kp + j0, use_bias[i] ? bias + i * stride + j0 : NULL, 8, vscale,
-                                scores + i * stride + j0, vmax + 8 * i);
-            }
-            for (int64_t i = 0; i < m_count; i++) { /* each row's own keys */
-                int64_t n = count[i], *ix = idx + i * stride;
-                if (n == 0) continue;
-                const float **row_k = vp + shared; /* scratch for row i's own key pointers (values come later) */
-                if (i == 0) {
-                    for (int64_t j = shared; j < n; j++) kp[j] = kb + ix[j] * ks[2];
-                    score_rest(q + b * qs[0] + h * qs[1], d, kp, use_bias[0] ? bias : NULL, shared_blocks, n,
-                               vscale, scores, vmax);
-                } else {
-                    /* row_k[j - shared_blocks] for list index j >= shared_blocks */
-                    for (int64_t j = shared_blocks; j < n; j++) row_k[j - shared_blocks] = kb + ix[j] * ks[2];
-                    score_rest(q + b * qs[0] + h * qs[1] + i * qs[2], d, row_k - shared_blocks,
-                               use_bias[i] ? bias + i * stride : NULL, shared_blocks, n, vscale, scores + i * stride,
-                               vmax + 8 * i);
-                }
-                inv[i] = softmax_weights(scores + i * stride, n, vmax + 8 * i);
-            }
-            for (int64_t i = 0; i < m_count * d; i++) acc[i] = 0.0f;
-            for (int64_t j0 = 0; j0 < shared; j0 += VALUE_CHUNK) { /* shared values: every row per chunk */
-                int64_t j1 = j0 + VALUE_CHUNK < shared ? j0 + VALUE_CHUNK : shared;
-                int64_t i = 0;
-                if (wide && d % 64 == 0) { /* four rows, then two, at a time */
-                    const float *sr[4];
-                    float *ar[4];
-                    for (; i + 4 <= m_count; i += 4) {
-                        for (int r = 0; r < 4; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
-                        weighted_values4(sr, vp, j0, j1, d, ar);
-                    }
-                    for (; i + 2 <= m_count; i += 2) {
-                        for (int r = 0; r < 2; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
-                        weighted_values2(sr, vp, j0, j1, d, ar);
-                    }
-                }
-                for (; i < m_count; i++)
-                    weighted_values(scores + i * stride, vp, j0, j1, d, acc + i * d);
-            }
-            for (int64_t i = 0; i < m_count; i++) {
-                int64_t n = count[i], *ix = idx + i * stride;
-                float *o = out + ((b * m_count + i) * heads + h) * d;
-                if (n == 0) { /* nothing visible: zeros */
-                    for (int64_t c = 0; c < d; c++) o[c] = 0.0f;
-                    continue;
-                }
-                if (n > shared) {
-                    const float **row_v = vp + shared; /* past the shared pointers */
-                    for (int64_t j = shared; j < n; j++) row_v[j - shared] = vb + ix[j] * vs[2];
-                    weighted_values(scores + i * stride, row_v - shared, shared, n, d, acc + i * d);
-                }
-                const __m256 vi = _mm256_set1_ps(inv[i]);
-                for (int64_t c = 0; c < d; c += 8)
-                    _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_loadu_ps(acc + i * d + c), vi));
-            }
-        }
+        attention_rows *rows = fc_attention_rows(b, m_count, s_count, mask, mask_kind, ms, causal);
+        int rc = rows ? fc_attention_planned(rows, b, q, qs, k, ks, v, vs, heads, kv_heads, d, scale, out) : -1;
+        fc_attention_rows_free(rows);
+        if (rc != 0) return rc;
     }
-done:
-    free(idx);
-    free(bias);
-    free(scores_all);
-    free(acc_all);
-    free(inv_all);
-    free(vmax_all);
-    free(kp_all);
-    free(count);
-    free(use_bias);
-    return rc;
+    return 0;
 }
 
 #else
@@ -441,6 +494,24 @@ int fc_attention_supported(void) { return 0; }
 int fc_attention_use(int isa) {
     (void)isa;
     return 0;
+}
+
+typedef struct attention_rows attention_rows;
+
+attention_rows *fc_attention_rows(int64_t b, int64_t m_count, int64_t s_count, const void *mask, int mask_kind,
+                                  const int64_t *ms, int causal) {
+    (void)b; (void)m_count; (void)s_count; (void)mask; (void)mask_kind; (void)ms; (void)causal;
+    return NULL;
+}
+
+void fc_attention_rows_free(attention_rows *r) { (void)r; }
+
+int fc_attention_planned(const attention_rows *rows, int64_t b, const float *q, const int64_t *qs, const float *k,
+                         const int64_t *ks, const float *v, const int64_t *vs, int64_t heads, int64_t kv_heads,
+                         int64_t d, float scale, float *out) {
+    (void)rows; (void)b; (void)q; (void)qs; (void)k; (void)ks; (void)v; (void)vs; (void)heads; (void)kv_heads;
+    (void)d; (void)scale; (void)out;
+    return -1;
 }
 
 int fc_attention(const float *q, const int64_t *qs, const float *k, const int64_t *ks, const float *v,
