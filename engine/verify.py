@@ -11,12 +11,14 @@ token per visited node from the warped distribution and descends while the draw 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from . import native
 from .draft_tree import DraftTree
 from .kv_cache import move_rows
 from .lean_forward import forward_greedy, forward_logits
@@ -124,13 +126,64 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
 def _tree_inputs(model, pending: int, tree: DraftTree, past_len: int, prefix: Sequence[int] = ()):
     """A tree forward's inputs: ``(ids, positions, mask)``, ids (1, len(prefix) + 1 + N) int64 and the tree's
     positions and mask (:meth:`DraftTree.forward_inputs`), or None for both when there is one row only (nothing to
-    mask; its position follows the cache)."""
+    mask; its position follows the cache). A decode step of a float32 CPU model gets them in this thread's reused
+    buffers (:func:`_cpu_step_tree_inputs`)."""
     device = model_device(model)
+    if not prefix and device.type == "cpu" and model_dtype(model) == torch.float32:
+        got = _cpu_step_tree_inputs(pending, tree, past_len)
+        if got is not None:
+            return got
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
     if not prefix and len(tree) == 0:
         return ids, None, None
     positions, mask = tree.forward_inputs(past_len, model_dtype(model), device, len(prefix))
     return ids, positions, mask
+
+
+#: Per thread: the buffers a decode step's tree inputs are written into on a CPU (:func:`_cpu_step_tree_inputs`).
+_TREE_INPUTS = threading.local()
+_LOW = float(torch.finfo(torch.float32).min)  # a masked-out entry, as DraftTree.attention_mask writes it
+
+
+class _TreeInputBuffers:
+    """One thread's ids ((1, rows) int64), positions ((rows,) int64), parents ((rows,) int64) and flat float32 mask
+    buffers with their addresses, at least ``rows`` rows and ``floats`` mask entries."""
+
+    def __init__(self, rows: int, floats: int):
+        self.rows, self.floats = rows, floats
+        self.ids = torch.zeros((1, rows), dtype=torch.long)
+        self.ids_np = self.ids.numpy()
+        self.positions = torch.zeros(rows, dtype=torch.long)
+        self.parents = np.zeros(rows, dtype=np.int64)
+        self.mask = torch.empty(floats, dtype=torch.float32)
+        self.addresses = (self.parents.ctypes.data, self.mask.data_ptr(), self.positions.data_ptr())
+
+
+def _cpu_step_tree_inputs(pending: int, tree: DraftTree, past_len: int):
+    """:func:`_tree_inputs`' tensors for a decode step (no prefix) of a float32 CPU model, written by one native
+    call (``fc_tree_inputs``, the same values as :meth:`DraftTree.forward_inputs`) into this thread's buffers and
+    returned as views of them: valid until this thread's next call. Making them (a tensor from a list, two empty
+    tensors, numpy's ``ctypes``, the views) cost ~100-150 us a 7-row step with the caches cold after the previous
+    forward; ``ar``'s plain steps reuse their buffers the same way (:func:`engine.steps.decode_one_token`). None
+    where the native library is missing or the tree's parents are not a tree (the caller's path then raises)."""
+    lib = native.library()
+    n = len(tree)
+    rows, keys = n + 1, past_len + n + 1
+    if lib is None or past_len < 0:
+        return None
+    buf = getattr(_TREE_INPUTS, "buffers", None)
+    if buf is None or buf.rows < rows or buf.floats < rows * keys:  # grown by doubling: a few times per process
+        size = (32, 1 << 15) if buf is None else (2 * buf.rows, 2 * buf.floats)
+        buf = _TREE_INPUTS.buffers = _TreeInputBuffers(max(rows, size[0]), max(rows * keys, size[1]))
+    buf.ids_np[0, 0] = pending
+    if not n:
+        return buf.ids[:, :1], None, None
+    buf.ids_np[0, 1:rows] = tree.tokens
+    buf.parents[:n] = tree.parents
+    parents, mask, positions = buf.addresses
+    if lib.fc_tree_inputs(parents, n, int(past_len), _LOW, mask, positions) != 0:
+        return None
+    return buf.ids[:, :rows], buf.positions[:rows][None], buf.mask[:rows * keys].view(1, 1, rows, keys)
 
 
 def accept(logits: torch.Tensor, tree: DraftTree, params: SamplingParams,

@@ -290,3 +290,38 @@ def test_forward_inputs_equal_the_positions_and_mask_of_their_methods(picks, pas
         bad = np.asarray([*parents[:-2], n - 1, parents[-1]], dtype=np.int64)
         out, pos = np.empty((1 + n) * (past + 1 + n), dtype=np.float32), np.empty(1 + n, dtype=np.int64)
         assert lib.fc_tree_inputs(bad.ctypes.data, n, past, -1.0, out.ctypes.data, pos.ctypes.data) == -1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 10 ** 6), min_size=0, max_size=70), min_size=1, max_size=4),
+       st.integers(0, 3000))
+def test_a_decode_steps_tree_inputs_in_reused_buffers_equal_the_trees_own(trees, past):
+    """A decode step's tree inputs on a CPU come from this thread's reused buffers (engine.verify's
+    ``_cpu_step_tree_inputs``: views, grown as trees and caches grow): the same ids, positions and mask as the
+    tree's own methods, step after step."""
+    import torch  # noqa: PLC0415
+
+    from engine.draft_tree import DraftTree  # noqa: PLC0415
+    from engine.verify import _cpu_step_tree_inputs  # noqa: PLC0415
+
+    cpu = torch.device("cpu")
+    for k, picks in enumerate(trees):
+        parents, depths = [], []
+        for i, pick in enumerate(picks):
+            parent = pick % (i + 1) - 1
+            parents.append(parent)
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        n = len(parents)
+        tree = DraftTree(np.arange(100, 100 + n, dtype=np.int64), np.asarray(parents, dtype=np.int64),
+                         np.asarray(depths, dtype=np.int64), np.zeros(n, dtype=np.uint8), np.ones(n))
+        got = _cpu_step_tree_inputs(7 + k, tree, past + 37 * k)
+        if got is None:  # no native library here
+            return
+        ids, positions, mask = got
+        assert ids.tolist() == [[7 + k, *range(100, 100 + n)]] and ids.dtype == torch.long
+        if n == 0:
+            assert positions is None and mask is None
+            continue
+        assert torch.equal(positions, tree.position_ids(past + 37 * k, cpu))
+        assert torch.equal(mask, tree.attention_mask(past + 37 * k, torch.float32, cpu))
+        assert mask.is_contiguous() and ids.is_contiguous() and positions.is_contiguous()
