@@ -262,6 +262,21 @@ def test_ancestors_match_a_walk_up_the_parents(picks):
     assert np.array_equal(got, want)
 
 
+def _tree_from_picks(picks, first_token: int = 0):
+    """A tree whose node i hangs below node ``picks[i] % (i + 1) - 1`` (-1: the pending token), tokens counting up
+    from ``first_token``."""
+    from engine.draft_tree import DraftTree  # noqa: PLC0415
+
+    parents, depths = [], []
+    for i, pick in enumerate(picks):
+        parent = pick % (i + 1) - 1
+        parents.append(parent)
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    n = len(parents)
+    return DraftTree(np.arange(first_token, first_token + n, dtype=np.int64), np.asarray(parents, dtype=np.int64),
+                     np.asarray(depths, dtype=np.int64), np.zeros(n, dtype=np.uint8), np.ones(n))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 10 ** 6), min_size=0, max_size=70), st.integers(0, 300))
 def test_forward_inputs_equal_the_positions_and_mask_of_their_methods(picks, past):
@@ -271,16 +286,9 @@ def test_forward_inputs_equal_the_positions_and_mask_of_their_methods(picks, pas
     import torch  # noqa: PLC0415
 
     from engine import native  # noqa: PLC0415
-    from engine.draft_tree import DraftTree  # noqa: PLC0415
 
-    parents, depths = [], []
-    for i, pick in enumerate(picks):
-        parent = pick % (i + 1) - 1
-        parents.append(parent)
-        depths.append(1 if parent < 0 else depths[parent] + 1)
-    n = len(parents)
-    tree = DraftTree(np.arange(n, dtype=np.int64), np.asarray(parents, dtype=np.int64),
-                     np.asarray(depths, dtype=np.int64), np.zeros(n, dtype=np.uint8), np.ones(n))
+    tree = _tree_from_picks(picks)
+    parents, n = tree.parents.tolist(), len(tree)
     cpu = torch.device("cpu")
     positions, mask = tree.forward_inputs(past, torch.float32, cpu)
     assert torch.equal(positions, tree.position_ids(past, cpu))
@@ -301,19 +309,12 @@ def test_a_decode_steps_tree_inputs_in_reused_buffers_equal_the_trees_own(trees,
     tree's own methods, step after step."""
     import torch  # noqa: PLC0415
 
-    from engine.draft_tree import DraftTree  # noqa: PLC0415
     from engine.verify import _cpu_step_tree_inputs  # noqa: PLC0415
 
     cpu = torch.device("cpu")
     for k, picks in enumerate(trees):
-        parents, depths = [], []
-        for i, pick in enumerate(picks):
-            parent = pick % (i + 1) - 1
-            parents.append(parent)
-            depths.append(1 if parent < 0 else depths[parent] + 1)
-        n = len(parents)
-        tree = DraftTree(np.arange(100, 100 + n, dtype=np.int64), np.asarray(parents, dtype=np.int64),
-                         np.asarray(depths, dtype=np.int64), np.zeros(n, dtype=np.uint8), np.ones(n))
+        tree = _tree_from_picks(picks, first_token=100)
+        n = len(tree)
         got = _cpu_step_tree_inputs(7 + k, tree, past + 37 * k)
         if got is None:  # no native library here
             return
