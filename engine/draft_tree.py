@@ -14,7 +14,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import native
 
 #: Bits of :attr:`DraftTree.sources`: which draft source proposed a node.
 SOURCE_CACHE = 1
@@ -214,19 +213,9 @@ class DraftTree:
 
     def forward_inputs(self, past_len: int, dtype: torch.dtype, device: torch.device, prefix_len: int = 0
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(position_ids(...), attention_mask(...))``, the same tensors; for a decode step's float32 mask on a
-        CPU made in one native call (``fc_tree_inputs``: ~80 us less a 7-row step with the caches cold after
-        the previous forward). Raises ValueError as :meth:`attention_mask` does."""
-        n = len(self)
-        lib = native.library() if (prefix_len == 0 and past_len >= 0 and dtype == torch.float32
-                                     and device.type == "cpu" and n and self.parents.dtype == np.int64) else None
-        if lib is not None:
-            parents = np.ascontiguousarray(self.parents)
-            mask = torch.empty((1 + n, past_len + 1 + n), dtype=torch.float32)
-            positions = torch.empty(1 + n, dtype=torch.int64)
-            if lib.fc_tree_inputs(parents.ctypes.data, n, int(past_len), torch.finfo(torch.float32).min,
-                                  mask.data_ptr(), positions.data_ptr()) == 0:
-                return positions[None], mask[None, None]
+        """``(position_ids(...), attention_mask(...))``. A decode step of a float32 CPU model gets the same tensors
+        from one native call into reused buffers instead (:func:`engine.verify._cpu_step_tree_inputs`). Raises
+        ValueError as :meth:`attention_mask` does."""
         return (self.position_ids(past_len, device, prefix_len),
                 self.attention_mask(past_len, dtype, device, prefix_len))
 

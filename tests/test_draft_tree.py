@@ -280,9 +280,9 @@ def _tree_from_picks(picks, first_token: int = 0):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 10 ** 6), min_size=0, max_size=70), st.integers(0, 300))
 def test_forward_inputs_equal_the_positions_and_mask_of_their_methods(picks, past):
-    """``DraftTree.forward_inputs`` (one native call for a float32 mask on a CPU) gives exactly
-    ``position_ids`` and ``attention_mask``, for any tree with parents first; a tree whose parents do not
-    precede their nodes is refused by the native code and handled by those methods."""
+    """``DraftTree.forward_inputs`` gives exactly ``position_ids`` and ``attention_mask``, for any tree with
+    parents first; a tree whose parents do not precede their nodes is refused by the native code
+    (``fc_tree_inputs``, which engine.verify's reused buffers use) and handled by those methods."""
     import torch  # noqa: PLC0415
 
     from engine import native  # noqa: PLC0415

@@ -14,6 +14,7 @@ from engine.draft_tree import DraftTree
 from engine.kv_cache import new_kv_cache
 from engine.lean_forward import weights_pinned
 from engine.model import load_model
+from engine.native import library
 from engine.verify import model_device, model_dtype, tree_forward_greedy
 
 torch.set_num_threads(1)
@@ -23,10 +24,19 @@ new = verify._tree_inputs
 
 
 def old(model, pending, tree, past_len, prefix=()):
+    """The previous _tree_inputs with the previous DraftTree.forward_inputs inlined: fresh tensors each call."""
     device = model_device(model)
     ids = torch.tensor([[*prefix, pending, *tree.tokens.tolist()]], dtype=torch.long, device=device)
     if not prefix and len(tree) == 0:
         return ids, None, None
+    n = len(tree)
+    if not prefix and model_dtype(model) == torch.float32 and device.type == "cpu":
+        parents = np.ascontiguousarray(tree.parents)
+        mask = torch.empty((1 + n, past_len + 1 + n), dtype=torch.float32)
+        positions = torch.empty(1 + n, dtype=torch.int64)
+        if library().fc_tree_inputs(parents.ctypes.data, n, int(past_len), torch.finfo(torch.float32).min,
+                                    mask.data_ptr(), positions.data_ptr()) == 0:
+            return ids, positions[None], mask[None, None]
     positions, mask = tree.forward_inputs(past_len, model_dtype(model), device, len(prefix))
     return ids, positions, mask
 
