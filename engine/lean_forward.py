@@ -39,6 +39,7 @@ import torch
 
 from .native import layer as native_layer
 from .native.screened_head import active_isa, screened_head
+from .native.step import GreedyStep
 from .native_attention import NAME as NATIVE_ATTENTION
 from .native_attention import ROWS_ATTR
 
@@ -335,7 +336,17 @@ def _install_outer(model, base, hidden) -> None:
         return CausalLMOutputWithPast(logits=logits(input_ids, past_key_values, position_ids, attention_mask,
                                                     logits_to_keep), past_key_values=past_key_values)
 
+    holder = [None]  # the model's GreedyStep; False: none (see _step_of)
+    setattr(model, STEP_ATTR, (holder, base, base.layers[0].self_attn))
+
     def greedy(input_ids, past_key_values, position_ids=None, attention_mask=None):
+        one = _step_of(model, input_ids.shape[1])
+        if one is not None and position_ids is not None and (attention_mask is None or attention_mask.dim() == 4):
+            chosen = one.run(input_ids, position_ids, attention_mask, past_key_values, kept)
+            if chosen is not None:
+                return chosen
+            if one.stale():  # the embedding or the head was replaced: a new step for the next call
+                holder[0] = None
         kept[0] = last = hidden(input_ids, attention_mask, position_ids, past_key_values)
         screen = screened_head(model.lm_head)
         rows = last[0]
@@ -350,6 +361,84 @@ def _install_outer(model, base, hidden) -> None:
     setattr(model, LOGITS_ATTR, logits)
     setattr(model, GREEDY_ATTR, greedy)
     setattr(model, HIDDEN_ATTR, kept)
+
+
+#: Environment variable: ``0`` keeps greedy forwards on their three native calls (no :mod:`engine.native.step`).
+STEP_ENV = "FASTCODER_GREEDY_STEP"
+#: Set on the causal LM when installed: ``([GreedyStep, False or None], inner model, first attention module)``.
+STEP_ATTR = "_fastcoder_greedy_step"
+
+
+def _step_of(model, rows: int):
+    """``model``'s :class:`engine.native.step.GreedyStep` (made on first use) when a greedy forward of ``rows`` rows
+    can take it now (the native attention serves the model and takes that many rows), else None."""
+    held = getattr(model, STEP_ATTR, None)
+    if held is None:
+        return None
+    holder, base, first_attn = held
+    if holder[0] is None:
+        holder[0] = _make_greedy_step(model, base)
+    one = holder[0]
+    if not one or rows > getattr(first_attn, ROWS_ATTR, 0) or _attn_implementation(base.config) != NATIVE_ATTENTION:
+        return None
+    return one
+
+
+def _attn_implementation(config) -> str | None:
+    """``config._attn_implementation``: the value its property returns, read from the instance's dict where it is
+    there (the property costs ~3 us a read through PretrainedConfig's attribute lookup, ~10x that with the caches
+    cold after a forward)."""
+    value = config.__dict__.get("_attn_implementation_internal", _MISSING)
+    return config._attn_implementation if value is _MISSING else value
+
+
+_MISSING = object()
+
+
+def greedy_tree_step(model, cache, pending: int, tree, past: int) -> list[int] | None:
+    """:func:`engine.verify.tree_forward_greedy` (a plain step for an empty ``tree``) in one native call from the
+    tree's own arrays (:meth:`engine.native.step.GreedyStep.tree`: no tensors made for the inputs): the 1 + N greedy
+    tokens, the cache extended, :func:`hidden_rows` set; None with nothing done where that step does not serve
+    (no lean forward, no native stack or screen, autograd or training, a cache it does not take): the caller's
+    own path then runs the forward."""
+    if model.training or torch.is_grad_enabled():
+        return None
+    one = _step_of(model, len(tree) + 1)
+    if one is None:
+        return None
+    chosen = one.tree(pending, tree, past, cache, model.__dict__[HIDDEN_ATTR])
+    if chosen is None and one.stale():
+        model.__dict__[STEP_ATTR][0][0] = None  # the embedding or the head was replaced: a new step next time
+    return chosen
+
+
+def _make_greedy_step(model, base):
+    """``model``'s :class:`engine.native.step.GreedyStep`, None when it cannot be made yet (the rotary table is made by
+    the first forward), False when it never will: ``$FASTCODER_GREEDY_STEP=0``, no fused plan with a final norm, no
+    screened LM head, an embedding or rotary table the native gather does not take."""
+    if os.environ.get(STEP_ENV, "").strip() == "0":
+        return False
+    table = getattr(base.rotary_emb, "_fastcoder_table", None)
+    if table is None:
+        return None
+    plan, emb, head = _plan(base), base.embed_tokens, getattr(model, "lm_head", None)
+    w = getattr(emb, "weight", None)
+    if (not plan or not table or plan.final is None or head is None or type(emb) is not torch.nn.Embedding
+            or emb.max_norm is not None or not isinstance(w, torch.Tensor) or w.device.type != "cpu"
+            or table[0].device.type != "cpu"):
+        return False
+    screen = screened_head(head)
+    if screen is None:
+        return False
+    from .verify import argmax_rows  # noqa: PLC0415  (verify imports this module)
+
+    def whole_head(rows: torch.Tensor) -> list[int]:
+        return argmax_rows(head(rows))
+
+    try:
+        return GreedyStep(plan.lib, plan, emb, table, head, screen, whole_head)
+    except ValueError:
+        return False
 
 
 def forward_logits(model, input_ids: torch.Tensor, past_key_values, position_ids: torch.Tensor | None = None,

@@ -10,7 +10,8 @@ import threading
 
 import torch
 
-from .lean_forward import forward_greedy, forward_logits
+from .draft_tree import DraftTree
+from .lean_forward import forward_greedy, forward_logits, greedy_tree_step
 from .verify import model_device
 
 
@@ -58,11 +59,22 @@ def decode_one_token(model, cache, token: int, position: int | None = None) -> t
     return forward_logits(model, ids, cache)[0, -1]
 
 
-@torch.inference_mode()
+_NO_TREE = DraftTree.empty()  # a plain step's (greedy_tree_step)
+
+
 def decode_one_token_greedy(model, cache, token: int, position: int) -> int:
     """:func:`decode_one_token` for greedy decoding: the argmax of the logits that follow ``token``, without the
     logits (:func:`engine.lean_forward.forward_greedy`: the LM head's argmax by int8 screening, the same token;
     requires :func:`engine.lean_forward.greedy_ready` and a CPU model). ``position``: as for
-    :func:`decode_one_token`. Returns a token id."""
+    :func:`decode_one_token`. Returns a token id. On the native stack, called where autograd is off (the decoder's
+    generation), one native call (:func:`engine.lean_forward.greedy_tree_step` with no draft tree)."""
+    chosen = greedy_tree_step(model, cache, token, _NO_TREE, position)
+    if chosen is not None:
+        return chosen[0]
+    return _decode_one_token_greedy(model, cache, token, position)
+
+
+@torch.inference_mode()
+def _decode_one_token_greedy(model, cache, token: int, position: int) -> int:
     ids, pos = _step_inputs(token, position)
     return forward_greedy(model, ids, cache, pos)[0]

@@ -21,7 +21,7 @@ import torch
 from . import native
 from .draft_tree import DraftTree
 from .kv_cache import move_rows
-from .lean_forward import forward_greedy, forward_logits
+from .lean_forward import forward_greedy, forward_logits, greedy_tree_step
 from .native.linear import known_argmax
 
 
@@ -237,7 +237,13 @@ def walk_greedy(best: list[int], tree: DraftTree) -> tuple[list[int], int]:
 def tree_forward_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) -> list[int]:
     """:func:`tree_forward` without a prompt prefix, for greedy decoding: each row's argmax instead of its logits
     (:func:`engine.lean_forward.forward_greedy`, which requires :func:`engine.lean_forward.greedy_ready`; the
-    same indices as ``argmax_rows(tree_forward(...))``). Returns 1 + N token ids, for :func:`walk_greedy`."""
+    same indices as ``argmax_rows(tree_forward(...))``). Returns 1 + N token ids, for :func:`walk_greedy`.
+
+    A float32 CPU model on the native stack takes one native call from the tree's arrays
+    (:func:`engine.lean_forward.greedy_tree_step`)."""
+    chosen = greedy_tree_step(model, cache, pending, tree, past_len)
+    if chosen is not None:
+        return chosen
     ids, positions, mask = _tree_inputs(model, pending, tree, past_len)
     return forward_greedy(model, ids, cache, positions, mask)
 

@@ -36,7 +36,7 @@ from ..cache_paths import cache_root
 log = logging.getLogger(__name__)
 
 SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
-           "propose.c", "kv_cache.c", "screened_head.c")
+           "propose.c", "kv_cache.c", "screened_head.c", "step.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
@@ -52,7 +52,7 @@ def _cflags() -> tuple[str, ...]:
     """:data:`CFLAGS` and those of ``$FASTCODER_NATIVE_CFLAGS``."""
     return (*CFLAGS, *os.environ.get(CFLAGS_ENV, "").split())
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
-FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h", "screened_head.c")
+FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h", "screened_head.c", "step.c")
 #: Headers the sources include (part of the library's version, not compiled on their own).
 HEADERS = ("simd_math.h",)
 
@@ -154,6 +154,10 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_screen_pack.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, ptr]
     lib.fc_screen_argmax.restype = i64
     lib.fc_screen_argmax.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
+    lib.fc_greedy_step.restype = i64  # gather, every layer, final norm, screened argmax in one call (native/step.py)
+    lib.fc_greedy_step.argtypes = [ptr, ptr, ptr, ptr, i64, i64, ptr, cint, ptr, ptr]
+    lib.fc_greedy_tree_step.restype = i64  # the same from a draft tree's tokens and parents (native/step.py)
+    lib.fc_greedy_tree_step.argtypes = [ptr, ptr, i64, ptr, ptr, i64, i64, ptr]
     lib.fc_kv_move.restype = None  # the accepted nodes' KV rows into place (kv_cache.c)
     lib.fc_kv_move.argtypes = [ptr, i64, ptr, i64, i64]
     lib.fc_ds_search.restype = i64  # Datastore.search's match and MatchState in one call (datastore.c)

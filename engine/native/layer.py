@@ -78,6 +78,7 @@ class FusedPlan:
             self.ia[i, :13] = [n1, n2, *lins, inter, heads, kv_heads, d]
             self.da[i] = eps, scale
         self.buffers: list = [None] * len(layers)  # weak references to the cache buffers ia points at
+        self.pointed = None  # the greedy step's weak reference to the cache view ia points at (engine.native.step)
         self.args = (self.ia.ctypes.data, self.da.ctypes.data, len(layers))
         self.final = None  # (module, weight address, eps) of the final norm the C code applies (set_final_norm)
         # what current() compares: the modules' parameter dicts (linear layers first, then norms); the weights
@@ -193,6 +194,28 @@ def mask_args(mask: torch.Tensor | None, rows: int, keys: int):
     return (1 if mask.dtype == torch.bool else 2), mask.data_ptr(), strides, mask
 
 
+def _point(plan: FusedPlan, layers) -> None:
+    """Point the plan's per-layer cache fields (``ia[:, 13:16]``) at ``layers``' buffers where they point elsewhere
+    (another cache, or grown); the greedy step's record of the cache pointed at is then dropped."""
+    ia, held = plan.ia, plan.buffers
+    for i, layer in enumerate(layers):
+        kbuf, vbuf = layer._kbuf, layer._vbuf
+        h = held[i]
+        if h is None or h[0]() is not kbuf or h[1]() is not vbuf:
+            ia[i, 13], ia[i, 14], ia[i, 15] = kbuf.data_ptr(), vbuf.data_ptr(), kbuf.shape[2]
+            held[i] = (weakref.ref(kbuf), weakref.ref(vbuf))  # not kept alive: a freed cache is not held
+            plan.pointed = None
+
+
+def point_at_cache(plan: FusedPlan, cache, rows: int) -> bool:
+    """:func:`cache_ready` for ``rows`` more entries (growing the buffers when needed), then the plan pointed at
+    ``cache``'s buffers. False, with nothing pointed, for a cache the fused layer does not take."""
+    if not cache_ready(cache, len(plan.layers), rows):
+        return False
+    _point(plan, cache.layers[:len(plan.layers)])
+    return True
+
+
 def run_layers(plan: FusedPlan, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, mask
                ) -> torch.Tensor | None:
     """Every decoder layer over ``x`` ((1, m, hidden) float32, contiguous; updated in place), each layer's keys
@@ -206,13 +229,8 @@ def run_layers(plan: FusedPlan, x: torch.Tensor, cos: torch.Tensor, sin: torch.T
     m, hidden = x.shape[1], x.shape[2]
     layers = cache.layers
     past = layers[0]._len
-    ia, held = plan.ia, plan.buffers
-    for i, layer in enumerate(layers[:len(held)]):
-        kbuf, vbuf = layer._kbuf, layer._vbuf
-        h = held[i]
-        if h is None or h[0]() is not kbuf or h[1]() is not vbuf:  # another cache, or grown: point at its buffers
-            ia[i, 13], ia[i, 14], ia[i, 15] = kbuf.data_ptr(), vbuf.data_ptr(), kbuf.shape[2]
-            held[i] = (weakref.ref(kbuf), weakref.ref(vbuf))  # not kept alive: a freed cache is not held
+    held = plan.buffers
+    _point(plan, layers[:len(held)])
     final = plan.final
     out = torch.empty_like(x) if final is not None else None
     sync_threads(plan.lib)

@@ -1,0 +1,85 @@
+/* A greedy decoding forward in one call: the embedding and rotary rows (fc_gather_inputs), every decoder layer and
+ * the final norm (fc_fused_forward), then each row's argmax of the LM head by int8 screening (fc_screen_argmax).
+ *
+ * The three calls are the ones engine.lean_forward makes one by one; what this saves is the Python between them:
+ * checks, three tensor allocations and ~45 converted ctypes arguments a forward, run with the interpreter's caches
+ * cold after the previous forward (~270-320 us a step of tiny-py-coder over 1,000 cached tokens on this project's
+ * CPU: engine/native/step.py). The arithmetic is theirs, so the chosen tokens are the same bits.
+ *
+ * The model's constants sit in one int64 array `sa` (engine.native.step.GreedyStep writes it once):
+ *   0 ia, 1 da, 2 layers   fc_fused_forward's per-layer arrays and layer count (engine.native.layer.FusedPlan)
+ *   3 hidden               the model's width
+ *   4 embed, 5 vocab       the embedding (vocab, hidden) float32
+ *   6 cos, 7 sin, 8 len, 9 d   the rotary tables (len, d) float32
+ *   10 x, 11 cos rows, 12 sin rows, 13 out   scratch (rows, hidden), (rows, d), (rows, d), (rows, hidden) float32
+ *   14 final norm weight   (hidden,) float32
+ *   15 q, 16 scale, 17 sumq, 18 enorm, 19 wnorm, 20 head weight, 21 head rows   fc_screen_pack's arrays
+ *   22 screen scratch      fc_screen_argmax's scratch
+ *   23 rows                the scratch's capacity in rows
+ *   24 ids, 25 positions   scratch (rows,) int64 each (fc_greedy_tree_step)
+ *   26 mask, 27 floats     scratch for a draft tree's mask and its capacity in floats (fc_greedy_tree_step)
+ * and `sd` (double): 0 the final norm's eps, 1 a masked-out entry of the tree mask (float32's lowest).
+ */
+#include <stdint.h>
+
+int fc_gather_inputs(const int64_t *ids, int64_t m, const float *embed, int64_t vocab, int64_t hidden,
+                     const int64_t *positions, const float *cos_t, const float *sin_t, int64_t len, int64_t d,
+                     float *x, float *cos_out, float *sin_out);
+int fc_fused_forward(const int64_t *ia, const double *da, int64_t n_layers, float *x, int64_t m, int64_t hidden,
+                     const float *cos_, const float *sin_, int64_t past, const void *mask, int mask_kind,
+                     const int64_t *ms, int causal, const float *final_norm, double final_eps, float *out);
+int64_t fc_screen_argmax(const float *x, int64_t m, int64_t k, const int8_t *q, const float *scale,
+                         const int32_t *sumq, const float *enorm, const float *wnorm, const float *w, int64_t v,
+                         int64_t *argmax_out, void *scratch);
+
+int64_t fc_tree_inputs(const int64_t *parents, int64_t n, int64_t past, float low, float *mask, int64_t *positions);
+
+#define P(i, T) ((T)sa[i])
+
+/* One greedy forward over m rows (ids and positions: m int64 each) on a cache of `past` entries per layer, with an
+ * attention mask as fc_fused_forward takes it (kind 0: none, causal among the rows; 2: float32 added to the
+ * scores, strides ms). Writes each row's greedy token to argmax_out (m entries) and the final hidden states to the
+ * `out` scratch. Returns the number of exact logits the screen computed (>= m); -1 for an id or a position out of
+ * range or more rows than the scratch holds (nothing done: the caller takes its other path); -2 when the layers'
+ * scratch memory could not be allocated (the cache may be partly written: the caller raises); -3 when the screen
+ * declined a row (not finite, all zero): the hidden states are in `out`, the caller computes the whole head. */
+int64_t fc_greedy_step(const int64_t *sa, const double *sd, const int64_t *ids, const int64_t *positions, int64_t m,
+                       int64_t past, const void *mask, int mask_kind, const int64_t *ms, int64_t *argmax_out) {
+    int64_t hidden = sa[3];
+    if (m < 1 || m > sa[23]) return -1;
+    if (fc_gather_inputs(ids, m, P(4, const float *), sa[5], hidden, positions, P(6, const float *),
+                         P(7, const float *), sa[8], sa[9], P(10, float *), P(11, float *), P(12, float *)) != 0)
+        return -1;
+    if (fc_fused_forward(P(0, const int64_t *), P(1, const double *), sa[2], P(10, float *), m, hidden,
+                         P(11, const float *), P(12, const float *), past, mask, mask_kind, ms,
+                         m > 1 && mask_kind == 0, P(14, const float *), sd[0], P(13, float *)) != 0)
+        return -2;
+    int64_t n = fc_screen_argmax(P(13, const float *), m, hidden, P(15, const int8_t *), P(16, const float *),
+                                 P(17, const int32_t *), P(18, const float *), P(19, const float *),
+                                 P(20, const float *), sa[21], argmax_out, P(22, void *));
+    return n < 0 ? -3 : n;
+}
+
+/* A decode step's greedy forward from the draft tree itself: the pending token (position `past`, the cache holds
+ * `past` entries per layer) and below it the n nodes of a draft tree (tokens, parents: n int64 each, a parent -1 or
+ * an earlier node), their ids, positions and tree mask written to the scratch (fc_tree_inputs: the same values as
+ * engine.draft_tree.DraftTree.forward_inputs) instead of by the caller's tensors; n = 0: a plain step. Writes the
+ * 1 + n greedy tokens to argmax_out; returns as fc_greedy_step, and -1 too when the mask's scratch is too small
+ * ((1 + n) * (past + 1 + n) floats) or a parent does not precede its node. */
+int64_t fc_greedy_tree_step(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
+                            const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out) {
+    int64_t rows = n + 1, keys = past + rows;
+    int64_t *ids = P(24, int64_t *), *positions = P(25, int64_t *);
+    float *mask = P(26, float *);
+    if (n < 0 || past < 0 || rows > sa[23]) return -1;
+    ids[0] = pending;
+    for (int64_t i = 0; i < n; i++) ids[1 + i] = tokens[i];
+    if (n == 0) {
+        int64_t none[3] = {0, 0, 0};
+        positions[0] = past;
+        return fc_greedy_step(sa, sd, ids, positions, 1, past, 0, 0, none, argmax_out);
+    }
+    if (rows * keys > sa[27] || fc_tree_inputs(parents, n, past, (float)sd[1], mask, positions) != 0) return -1;
+    int64_t ms[3] = {rows * keys, keys, 1};
+    return fc_greedy_step(sa, sd, ids, positions, rows, past, mask, 2, ms, argmax_out);
+}

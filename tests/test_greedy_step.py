@@ -1,0 +1,174 @@
+"""A greedy forward in one native call (engine/native/step.c, engine/native/step.py): the same tokens and final hidden
+states, bit for bit, as the three native calls it replaces (gather, fused layers, screened head), through cache growth,
+caches taken in turn, replaced weights and rows the screen does not take; calls it does not take go the other way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine import lean_forward
+from engine.draft_tree import DraftTree
+from engine.kv_cache import new_kv_cache
+from engine.native import layer as fused_layer
+from engine.native import step as native_step
+from engine.native.screened_head import screened_head
+from engine.steps import decode_one_token_greedy
+from engine.verify import tree_forward_greedy
+from test_fused_layer import _model as fused_model
+
+pytestmark = pytest.mark.skipif(fused_layer.fused_library() is None, reason="no native kernels on this machine")
+
+PARENTS = [-1, 0, 0, 1, 3, -1]  # below the pending token: two branches, a chain of three under the first
+
+
+def _model(monkeypatch, max_rows: int = 16):
+    model = fused_model(monkeypatch, max_rows=max_rows)
+    if screened_head(model.lm_head) is None:
+        pytest.skip("no int8 screen on this CPU")
+    return model
+
+
+def _tree(tokens) -> DraftTree:
+    n = len(tokens)
+    parents = np.asarray(PARENTS[:n], dtype=np.int64)
+    depths = np.zeros(n, dtype=np.int64)
+    for i, p in enumerate(parents):
+        depths[i] = 1 if p < 0 else depths[p] + 1
+    return DraftTree(np.asarray(tokens, dtype=np.int64), parents, depths, np.ones(n, dtype=np.uint8), np.ones(n))
+
+
+def _use_step(model, on: bool) -> None:
+    """The model's greedy step on (made again on its next use) or off (every forward takes the three calls)."""
+    model.__dict__[lean_forward.STEP_ATTR][0][0] = None if on else False
+
+
+def _count(monkeypatch) -> list:
+    taken = []
+    real = native_step.GreedyStep.tree
+
+    def counted(self, pending, tree, *args):
+        got = real(self, pending, tree, *args)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(native_step.GreedyStep, "tree", counted)
+    return taken
+
+
+def _decode(model, prompt, steps, capacity=None, caches=None):
+    """Prefill ``prompt``, then per step a plain step (one token) or a tree step (more), keeping the pending token
+    as acceptance would. Returns per step the greedy tokens and a copy of the final hidden states."""
+    out = []
+    with torch.inference_mode():
+        cache = caches if caches is not None else new_kv_cache(model, capacity or prompt.shape[1] + 64)
+        if cache.get_seq_length() == 0:
+            model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        for ids in steps:
+            past = cache.get_seq_length()
+            if len(ids) == 1:
+                got = [decode_one_token_greedy(model, cache, ids[0], past)]
+            else:
+                got = tree_forward_greedy(model, cache, ids[0], _tree(ids[1:]), past)
+            out.append((got, lean_forward.hidden_rows(model)[0].clone()))
+            cache.crop(past + 1 - cache.get_seq_length())
+    return out
+
+
+def _steps(seed: int, count: int = 12):
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, 256, (1, 30), generator=gen)
+    sizes = [1, 4, 7, 1, 2, 6, 1, 3, 7, 1, 5, 7][:count]
+    return prompt, [torch.randint(0, 256, (k,), generator=gen).tolist() for k in sizes]
+
+
+def _fast_then_slow(model, prompt, steps, **kw):
+    """``_decode`` with the greedy step as it is, then with it off."""
+    fast = _decode(model, prompt, steps, **kw)
+    _use_step(model, False)
+    return fast, _decode(model, prompt, steps, **kw)
+
+
+def _same(a, b) -> None:
+    assert [t for t, _ in a] == [t for t, _ in b]
+    for (_, ha), (_, hb) in zip(a, b):
+        assert torch.equal(ha, hb)
+
+
+def test_one_native_call_gives_the_three_calls_tokens_and_hidden_states_bit_for_bit(monkeypatch):
+    model = _model(monkeypatch)
+    prompt, steps = _steps(1)
+    taken = _count(monkeypatch)
+    fast, slow = _fast_then_slow(model, prompt, steps, capacity=prompt.shape[1] + 2)  # the buffers grow on the way
+    assert taken == [True] * len(steps)  # not asked while off
+    _same(fast, slow)
+
+
+def test_caches_taken_in_turn_each_get_their_own_entries(monkeypatch):
+    model = _model(monkeypatch)
+    (p1, s1), (p2, s2) = _steps(2), _steps(3)
+    alone = _decode(model, p1, s1), _decode(model, p2, s2)
+    with torch.inference_mode():
+        caches = new_kv_cache(model, 40), new_kv_cache(model, 200)
+    turns = ([], [])
+    for i in range(len(s1)):  # one step of each cache in turn: the plan's cache pointers move every step
+        turns[0].extend(_decode(model, p1, [s1[i]], caches=caches[0]))
+        turns[1].extend(_decode(model, p2, [s2[i]], caches=caches[1]))
+    _same(turns[0], alone[0])
+    _same(turns[1], alone[1])
+
+
+def test_a_replaced_embedding_weight_gets_a_new_step(monkeypatch):
+    model = _model(monkeypatch)
+    prompt, steps = _steps(4, count=6)
+    _decode(model, prompt, steps)
+    emb = model.model.embed_tokens
+    with torch.no_grad():
+        emb.weight = torch.nn.Parameter(emb.weight.flip(0).clone())
+    taken = _count(monkeypatch)
+    fast, slow = _fast_then_slow(model, prompt, steps)
+    assert taken[0] is False and all(taken[1:])  # the first call finds the old weight, the next ones a new step
+    _same(fast, slow)
+    _use_step(model, True)
+    _decode(model, prompt, steps[:1])  # a step made with the weight as it is now
+    with torch.no_grad():
+        emb.weight.mul_(1.5)  # then changed in place: the same
+    taken.clear()
+    fast, slow = _fast_then_slow(model, prompt, steps)
+    assert taken[0] is False and all(taken[1:])
+    _same(fast, slow)
+
+
+def test_a_row_the_screen_does_not_take_gets_the_whole_head(monkeypatch):
+    model = _model(monkeypatch)
+    prompt, steps = _steps(5, count=4)
+    with torch.no_grad():
+        model.model.embed_tokens.weight[steps[1][2]] = float("nan")  # a node whose hidden state is not finite
+    taken = _count(monkeypatch)
+    fast, slow = _fast_then_slow(model, prompt, steps)
+    assert all(taken)
+    assert [t for t, _ in fast] == [t for t, _ in slow]
+
+
+def test_more_rows_than_the_attention_takes_go_the_other_way(monkeypatch):
+    model = _model(monkeypatch, max_rows=4)
+    prompt, steps = _steps(6, count=3)  # 1, 4 and 7 rows: the last is past the attention's 4
+    taken = _count(monkeypatch)
+    fast, slow = _fast_then_slow(model, prompt, steps)
+    assert taken == [True, True]
+    _same(fast, slow)
+
+
+def test_autograd_or_a_position_that_is_not_the_caches_take_the_other_way(monkeypatch):
+    model = _model(monkeypatch)
+    prompt, steps = _steps(7, count=2)
+    with torch.inference_mode():
+        cache = new_kv_cache(model, 64)
+        model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        past = cache.get_seq_length()
+        assert lean_forward.greedy_tree_step(model, cache, 3, _tree([]), past + 1) is None  # not the cache's length
+        assert cache.get_seq_length() == past
+    with torch.enable_grad():
+        assert lean_forward.greedy_tree_step(model, cache, 3, _tree([]), past) is None
+    assert cache.get_seq_length() == past
