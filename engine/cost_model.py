@@ -178,8 +178,9 @@ def cost_key(loaded) -> dict:
     """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
     the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`), whether the
     native attention serves (:mod:`engine.native_attention`), whether the lean forward does
-    (:mod:`engine.lean_forward`) and whether it runs the native fused layer: they change c(n)."""
-    from .lean_forward import fused_layer_serves  # noqa: PLC0415
+    (:mod:`engine.lean_forward`), whether it runs the native fused layer and whether greedy forwards take one
+    native call (:mod:`engine.native.step`, off with ``$FASTCODER_GREEDY_STEP=0``): they change c(n)."""
+    from .lean_forward import STEP_ENV, fused_layer_serves  # noqa: PLC0415
 
     model = loaded.model
     params = sum(p.numel() for p in model.parameters())
@@ -193,6 +194,7 @@ def cost_key(loaded) -> dict:
             "attention": "native" if (att := getattr(loaded, "attention", None)) and att.installed else "",
             "lean_forward": getattr(loaded, "lean_forward", None) == "",
             "fused_layer": fused_layer_serves(model),
+            "greedy_step": fused_layer_serves(model) and os.environ.get(STEP_ENV, "").strip() != "0",
             "format": FORMAT}
 
 

@@ -172,3 +172,16 @@ def test_autograd_or_a_position_that_is_not_the_caches_take_the_other_way(monkey
     with torch.enable_grad():
         assert lean_forward.greedy_tree_step(model, cache, 3, _tree([]), past) is None
     assert cache.get_seq_length() == past
+
+
+def test_the_verify_cost_key_says_whether_greedy_forwards_take_one_call(monkeypatch):
+    """c(n) measured through the one-call step is not the curve of the three calls: the cache key tells them apart."""
+    from engine.cost_model import cost_key  # noqa: PLC0415
+    from engine.model import LoadedModel  # noqa: PLC0415
+
+    model = _model(monkeypatch)
+    loaded = LoadedModel(model=model, tokenizer=None, device=torch.device("cpu"), dtype=torch.float32,
+                         name="random-llama", lean_forward="")
+    assert cost_key(loaded)["greedy_step"] is True
+    monkeypatch.setenv(lean_forward.STEP_ENV, "0")
+    assert cost_key(loaded)["greedy_step"] is False
