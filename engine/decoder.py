@@ -29,7 +29,7 @@ from .model import LoadedModel
 from .steps import decode_one_token, decode_one_token_greedy, prefill
 from .stops import hit_stop, stop_cut, stop_table, stop_tokens, stop_touching
 from .verify import (SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward,
-                     tree_forward_greedy, walk_greedy)
+                     verify_greedy)
 
 log = logging.getLogger(__name__)
 
@@ -504,14 +504,15 @@ class SpeculativeDecoder:
             retrieval_s += t_forward - t
             draft_sizes.append(len(tree))
             if argmax_only and not remaining and not tree.n_adaptive:
-                path, bonus = walk_greedy(tree_forward_greedy(model, cache, pending, tree, past_len), tree)
+                # forward, walk and compaction (one native call on a CPU): timed as the forward
+                path, committed = verify_greedy(model, cache, pending, tree, past_len)
                 forward_s += time.perf_counter() - t_forward
             else:
                 logits = tree_forward(model, cache, pending, tree, past_len)
                 forward_s += time.perf_counter() - t_forward
                 path, bonus = self._accept(logits, tree, params, generator, remaining)
-            compact_cache(cache, past_len, path, len(tree))
-            committed = tree.tokens[path].tolist() + [bonus]
+                compact_cache(cache, past_len, path, len(tree))
+                committed = tree.tokens[path].tolist() + [bonus]
             if tree.n_adaptive:
                 drafter.observe_logits(ctx_view, tree, logits, path, committed)
             retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits)

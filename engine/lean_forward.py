@@ -412,6 +412,21 @@ def greedy_tree_step(model, cache, pending: int, tree, past: int) -> list[int] |
     return chosen
 
 
+def greedy_tree_verify(model, cache, pending: int, tree, past: int) -> tuple[list[int], list[int]] | None:
+    """:func:`engine.verify.verify_greedy` in one native call (:meth:`engine.native.step.GreedyStep.verify`): the
+    forward, the greedy walk and the cache's compaction. Returns ``(path, committed)``, or None with nothing done
+    where :func:`greedy_tree_step` would (the caller's own path then runs)."""
+    if model.training or torch.is_grad_enabled():
+        return None
+    one = _step_of(model, len(tree) + 1)
+    if one is None:
+        return None
+    got = one.verify(pending, tree, past, cache, model.__dict__[HIDDEN_ATTR])
+    if got is None and one.stale():
+        model.__dict__[STEP_ATTR][0][0] = None  # the embedding or the head was replaced: a new step next time
+    return got
+
+
 def _make_greedy_step(model, base):
     """``model``'s :class:`engine.native.step.GreedyStep`, None when it cannot be made yet (the rotary table is made by
     the first forward), False when it never will: ``$FASTCODER_GREEDY_STEP=0``, no fused plan with a final norm, no
@@ -430,13 +445,18 @@ def _make_greedy_step(model, base):
     screen = screened_head(head)
     if screen is None:
         return False
-    from .verify import argmax_rows  # noqa: PLC0415  (verify imports this module)
+    from .verify import argmax_rows, compact_cache, walk_greedy  # noqa: PLC0415  (verify imports this module)
 
     def whole_head(rows: torch.Tensor) -> list[int]:
         return argmax_rows(head(rows))
 
+    def walk(best: list[int], tree, past: int, cache) -> tuple[list[int], list[int]]:
+        path, bonus = walk_greedy(best, tree)
+        compact_cache(cache, past, path, len(tree))
+        return path, tree.tokens[path].tolist() + [bonus]
+
     try:
-        return GreedyStep(plan.lib, plan, emb, table, head, screen, whole_head)
+        return GreedyStep(plan.lib, plan, emb, table, head, screen, whole_head, walk)
     except ValueError:
         return False
 

@@ -21,7 +21,7 @@ import torch
 from . import native
 from .draft_tree import DraftTree
 from .kv_cache import move_rows
-from .lean_forward import forward_greedy, forward_logits, greedy_tree_step
+from .lean_forward import forward_greedy, forward_logits, greedy_tree_step, greedy_tree_verify
 from .native.linear import known_argmax
 
 
@@ -246,6 +246,22 @@ def tree_forward_greedy(model, cache, pending: int, tree: DraftTree, past_len: i
         return chosen
     ids, positions, mask = _tree_inputs(model, pending, tree, past_len)
     return forward_greedy(model, ids, cache, positions, mask)
+
+
+def verify_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) -> tuple[list[int], list[int]]:
+    """A greedy decode step's verification of ``tree``: :func:`tree_forward_greedy`, :func:`walk_greedy` and
+    :func:`compact_cache` (the cache then holds ``past_len + 1 + len(path)`` entries). Returns ``(path, committed)``:
+    the accepted node indices and their tokens followed by the model's own next token.
+
+    A float32 CPU model on the native stack does all three in one native call
+    (:func:`engine.lean_forward.greedy_tree_verify`: ~60 us less a step than the walk's dict and the compaction's
+    Python with the caches cold after the forward)."""
+    got = greedy_tree_verify(model, cache, pending, tree, past_len)
+    if got is not None:
+        return got
+    path, bonus = walk_greedy(tree_forward_greedy(model, cache, pending, tree, past_len), tree)
+    compact_cache(cache, past_len, path, len(tree))
+    return path, tree.tokens[path].tolist() + [bonus]
 
 
 #: KV-cache dtypes :func:`compact_cache` moves through numpy (bfloat16 has no numpy dtype).

@@ -185,3 +185,50 @@ def test_the_verify_cost_key_says_whether_greedy_forwards_take_one_call(monkeypa
     assert cost_key(loaded)["greedy_step"] is True
     monkeypatch.setenv(lean_forward.STEP_ENV, "0")
     assert cost_key(loaded)["greedy_step"] is False
+
+
+def _verify_run(model, prompt, pending: int, tokens, parents):
+    """Prefill ``prompt``, then one greedy verification of the tree (tokens, parents) below ``pending``; returns the
+    path, the committed tokens and every layer's kept keys and values."""
+    from engine.verify import verify_greedy  # noqa: PLC0415
+
+    with torch.inference_mode():
+        cache = new_kv_cache(model, prompt.shape[1] + 16)
+        model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        past = cache.get_seq_length()
+        n = len(tokens)
+        depths = np.zeros(n, dtype=np.int64)
+        for i, p in enumerate(parents):
+            depths[i] = 1 if p < 0 else depths[p] + 1
+        tree = DraftTree(np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64), depths,
+                         np.ones(n, dtype=np.uint8), np.ones(n))
+        path, committed = verify_greedy(model, cache, pending, tree, past)
+        assert cache.get_seq_length() == past + 1 + len(path)
+        kv = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+    return path, committed, kv
+
+
+def test_verification_in_one_call_walks_and_compacts_as_the_three_calls_and_python_do(monkeypatch):
+    model = _model(monkeypatch)
+    prompt, _ = _steps(8, count=1)
+    pending = 17
+    with torch.inference_mode():  # the model's own continuation after pending: g[0], g[1], ...
+        cache = new_kv_cache(model, prompt.shape[1] + 16)
+        model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        g, tok = [], pending
+        for _ in range(4):
+            tok = decode_one_token_greedy(model, cache, tok, cache.get_seq_length())
+            g.append(tok)
+    wrong = [(t + 1) % 256 for t in g]
+    # the right chain on the second branch (nodes 1, 2, 3 move to slots 0, 1, 2), a wrong node below the first
+    tokens, parents = [wrong[0], g[0], g[1], g[2], g[1]], [-1, -1, 1, 2, 0]
+    calls = []
+    real = native_step.GreedyStep.verify
+    monkeypatch.setattr(native_step.GreedyStep, "verify", lambda self, *a: calls.append(1) or real(self, *a))
+    fast = _verify_run(model, prompt, pending, tokens, parents)
+    assert calls and fast[0] == [1, 2, 3] and fast[1] == g
+    _use_step(model, False)
+    slow = _verify_run(model, prompt, pending, tokens, parents)
+    assert len(calls) == 1 and fast[:2] == slow[:2]
+    for (kf, vf), (ks, vs) in zip(fast[2], slow[2]):
+        assert torch.equal(kf, ks) and torch.equal(vf, vs)

@@ -21,6 +21,7 @@
  * and `sd` (double): 0 the final norm's eps, 1 a masked-out entry of the tree mask (float32's lowest).
  */
 #include <stdint.h>
+#include <string.h>
 
 int fc_gather_inputs(const int64_t *ids, int64_t m, const float *embed, int64_t vocab, int64_t hidden,
                      const int64_t *positions, const float *cos_t, const float *sin_t, int64_t len, int64_t d,
@@ -35,6 +36,9 @@ int64_t fc_screen_argmax(const float *x, int64_t m, int64_t k, const int8_t *q, 
 int64_t fc_tree_inputs(const int64_t *parents, int64_t n, int64_t past, float low, float *mask, int64_t *positions);
 
 #define P(i, T) ((T)sa[i])
+/* Fields a layer has in fc_fused_forward's ia (decoder_layer.c): 11 kv_heads, 12 head size, 13 and 14 the cache's key
+   and value buffers ((1, kv_heads, capacity, head size) float32), 15 their capacity. */
+#define LAYER_INTS 16
 
 /* One greedy forward over m rows (ids and positions: m int64 each) on a cache of `past` entries per layer, with an
  * attention mask as fc_fused_forward takes it (kind 0: none, causal among the rows; 2: float32 added to the
@@ -82,4 +86,55 @@ int64_t fc_greedy_tree_step(const int64_t *sa, const double *sd, int64_t pending
     if (rows * keys > sa[27] || fc_tree_inputs(parents, n, past, (float)sd[1], mask, positions) != 0) return -1;
     int64_t ms[3] = {rows * keys, keys, 1};
     return fc_greedy_step(sa, sd, ids, positions, rows, past, mask, 2, ms, argmax_out);
+}
+
+/* The greedy walk from the root (engine.verify.walk_greedy): node -1 is the pending token; at each visited node the
+ * row's greedy token goes down to the child with that token (the last such child, as walk_greedy's dict keeps it)
+ * or ends the walk as the bonus token. Writes the accepted nodes to path; returns their count, *bonus the token. */
+static int64_t walk(const int64_t *best, const int64_t *tokens, const int64_t *parents, int64_t n, int64_t *path,
+                    int64_t *bonus) {
+    int64_t node = -1, len = 0;
+    for (;;) {
+        int64_t token = best[node + 1], child = -1;
+        for (int64_t i = node + 1; i < n; i++) /* children follow their parent */
+            if (parents[i] == node && tokens[i] == token) child = i;
+        if (child < 0) {
+            *bonus = token;
+            return len;
+        }
+        path[len++] = child;
+        node = child;
+    }
+}
+
+/* fc_greedy_tree_step, then the greedy walk over its tokens and the accepted nodes' keys and values moved into the
+ * slots right after the pending token in every layer (engine.verify.compact_cache: the same bytes; rows past + 1 +
+ * path[j] to past + 1 + j, parents first so none is read after it was written). committed (n + 1 int64) gets the
+ * accepted nodes' tokens then the bonus token, path (n int64) the accepted nodes, *exact the screen's count of
+ * exact logits. Returns the accepted count
+ * (>= 0; the caches then hold past + 1 + that many entries: the caller sets its fill marks), or as
+ * fc_greedy_tree_step when negative (-3: the forward ran, nothing walked or moved: the caller's whole head
+ * chooses, the caller walks and compacts). */
+int64_t fc_greedy_tree_verify(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
+                              const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out, int64_t *path,
+                              int64_t *committed, int64_t *exact) {
+    int64_t got = fc_greedy_tree_step(sa, sd, pending, tokens, parents, n, past, argmax_out);
+    if (got < 0) return got;
+    *exact = got;
+    int64_t bonus, len = walk(argmax_out, tokens, parents, n, path, &bonus);
+    for (int64_t j = 0; j < len; j++) committed[j] = tokens[path[j]];
+    committed[len] = bonus;
+    const int64_t *ia = P(0, const int64_t *);
+    for (int64_t l = 0; l < sa[2]; l++) {
+        const int64_t *f = ia + l * LAYER_INTS;
+        int64_t heads = f[11], row = f[12] * (int64_t)sizeof(float), cap = f[15];
+        for (int kv = 0; kv < 2; kv++) {
+            char *base = (char *)(intptr_t)f[13 + kv];
+            for (int64_t h = 0; h < heads; h++, base += cap * row)
+                for (int64_t j = 0; j < len; j++)
+                    if (path[j] != j)
+                        memcpy(base + (past + 1 + j) * row, base + (past + 1 + path[j]) * row, (size_t)row);
+        }
+    }
+    return len;
 }

@@ -67,6 +67,8 @@ class _Scratch:
         self.sa[22:28] = [self.screen_scratch.ctypes.data, rows, self.ids.ctypes.data, self.positions.ctypes.data,
                           self.mask.ctypes.data, floats]
         self.sa_ptr, self.argmax_ptr = self.sa.ctypes.data, self.argmax.ctypes.data
+        self.path, self.committed, self.exact = (np.zeros(k, dtype=np.int64) for k in (rows, rows + 1, 1))
+        self.verify_ptrs = (self.argmax_ptr, self.path.ctypes.data, self.committed.ctypes.data, self.exact.ctypes.data)
         self.tokens_ptr, self.parents_ptr = self.tokens.ctypes.data, self.parents.ctypes.data
 
 
@@ -85,19 +87,22 @@ class GreedyStep:
         head: the LM head module and its :class:`engine.native.screened_head.ScreenedHead`.
         whole_head: the greedy tokens of (R, hidden) final hidden states from the whole LM head (a row the screen
             does not take).
+        walk: ``walk(best, tree, past, cache) -> (path, committed)``: the greedy walk over the rows' tokens ``best``
+            and the cache's compaction (:func:`engine.verify.walk_greedy`, :func:`engine.verify.compact_cache`),
+            for :meth:`verify`'s steps whose tokens the whole head chose.
 
     Raises ValueError for arguments of another kind (the caller checks them; this is the last guard).
     """
 
     def __init__(self, lib, plan: FusedPlan, embedding: torch.nn.Module, table, head: torch.nn.Module,
-                 screen: ScreenedHead, whole_head):
+                 screen: ScreenedHead, whole_head, walk):
         w = embedding.weight
         cos_t, sin_t = table
         if (plan.final is None or w.dtype != torch.float32 or w.dim() != 2 or not w.is_contiguous()
                 or cos_t.dtype != torch.float32 or not cos_t.is_contiguous() or not sin_t.is_contiguous()
                 or screen.dim != w.shape[1] or cos_t.shape[1] != plan.head_dim):
             raise ValueError("GreedyStep needs a float32 contiguous embedding, rotary tables and a final norm")
-        self.lib, self.plan, self.screen, self.whole_head = lib, plan, screen, whole_head
+        self.lib, self.plan, self.screen, self.whole_head, self.walk = lib, plan, screen, whole_head, walk
         self.hidden, self.head_dim = int(w.shape[1]), int(cos_t.shape[1])
         self._emb_params, self._head_params = embedding._parameters, head._parameters
         self._emb_w, self._emb_version = weakref.ref(w), w._version
@@ -211,6 +216,39 @@ class GreedyStep:
         got = self.lib.fc_greedy_tree_step(scratch.sa_ptr, self._sd_ptr, pending, scratch.tokens_ptr,
                                            scratch.parents_ptr, n, past, scratch.argmax_ptr)
         return self._finish(got, scratch, layers, past, rows, kept)
+
+    def verify(self, pending: int, tree, past: int, cache, kept: list) -> tuple[list[int], list[int]] | None:
+        """:meth:`tree`, then greedy acceptance in the same native call (``fc_greedy_tree_verify``): the walk from the
+        root over the rows' tokens and the accepted nodes' keys and values moved next to the pending token (the same
+        path, tokens and cache bytes as :func:`engine.verify.walk_greedy` and :func:`engine.verify.compact_cache`).
+
+        Returns ``(path, committed)``: the accepted node indices (root to leaf) and their tokens followed by the
+        model's own next token; the cache then holds ``past + 1 + len(path)`` entries. None with nothing done where
+        this step does not take the call (as :meth:`tree`). Raises MemoryError as :meth:`run`.
+        """
+        n = len(tree)
+        rows = n + 1
+        ready = self._ready(cache, rows)
+        if ready is None or ready[1] != past:
+            return None
+        layers, _ = ready
+        scratch = self._scratch(rows, rows * (past + rows) if n else 0)
+        if n:
+            scratch.tokens[:n] = tree.tokens
+            scratch.parents[:n] = tree.parents
+        sync_threads(self.lib)
+        got = self.lib.fc_greedy_tree_verify(scratch.sa_ptr, self._sd_ptr, pending, scratch.tokens_ptr,
+                                             scratch.parents_ptr, n, past, *scratch.verify_ptrs)
+        if got < 0:  # not taken (None), no memory (raises), or the whole head's tokens: walked here
+            best = self._finish(got, scratch, layers, past, rows, kept)
+            return None if best is None else self.walk(best, tree, past, cache)
+        for layer in layers:
+            layer._len = past + 1 + got
+        kept[0] = scratch.out_rows[rows]
+        screen = self.screen
+        screen.rows += rows
+        screen.exact += int(scratch.exact[0])
+        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
 
     def run(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor | None, cache,
             kept: list) -> list[int] | None:
