@@ -60,14 +60,14 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
         verified.append(tree)
         return real_forward(model, cache, pending, tree, past_len, **kw)
 
-    real_greedy = decoder_module.tree_forward_greedy
+    real_greedy = decoder_module.verify_greedy
 
-    def recording_greedy(model, cache, pending, tree, past_len):  # greedy steps' forward (the LM head screened)
+    def recording_greedy(model, cache, pending, tree, past_len):  # greedy steps' verification (the head screened)
         verified.append(tree)
         return real_greedy(model, cache, pending, tree, past_len)
 
     monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
-    monkeypatch.setattr(decoder_module, "tree_forward_greedy", recording_greedy)
+    monkeypatch.setattr(decoder_module, "verify_greedy", recording_greedy)
     prompts = [ids for _, ids in real_code_prompts[:6]]
     ar = SpeculativeDecoder(tiny_coder, "ar")
     pruned = SpeculativeDecoder(tiny_coder, "fastcoder")
