@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The nine cells (10 tasks x 128 tokens, 1 thread, --repeats 2, D_c the standard library): ar, suffix and fastcoder.
-# CELLS=name picks the folder, METHODS the methods. Table:
+# CELLS=name picks the folder (under DIR, default this script's folder), METHODS the methods. Table:
 #   python benchmarks/summarize_runs.py benchmarks/results/2026-11-27/cells/*.json
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=benchmarks/results/2026-11-27/${CELLS:-cells}; mkdir -p "$out"
+out=${DIR:-benchmarks/results/2026-11-27}/${CELLS:-cells}; mkdir -p "$out"
 export PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 for kind in ${KINDS:-function fim-block fim-line}; do for repo in jinja2 pluggy pygls; do
   .venv/bin/python -m engine bench --model ../shared/models/tiny-py-coder \
