@@ -1,16 +1,19 @@
-"""A greedy decoding forward in one native call (``fc_greedy_step``, ``step.c``): the embedding and rotary rows, every
-decoder layer and the final norm, then each row's greedy token from the int8-screened LM head.
+"""A greedy decoding step in one native call (``step.c``): the embedding and rotary rows, every decoder layer and the
+final norm, each row's greedy token from the int8-screened LM head and, for a draft tree's verification, the greedy
+walk and the accepted nodes' keys and values moved into place.
 
-:func:`engine.lean_forward.forward_greedy` made those three native calls one by one, with ~45 converted arguments,
-three tensor allocations and the checks between them in Python: with the interpreter's caches cold after the previous
-forward, ~270-320 us of a tiny-py-coder step over 1,000 cached tokens on this project's 2-core CPU (a prototype with
-the three calls and nothing else, alternating with the old path in one process: a plain step 2.25 -> 1.94 ms, a
-7-row tree step 3.35 -> 3.08 ms). :class:`GreedyStep` writes the model's constants into one array once and checks per
-forward only what can change between forwards: the weights (once per generation inside
-:meth:`engine.native.layer.FusedPlan.pinned`), the cache's buffers, the row count and the mask. The arithmetic is the
-three calls', so the tokens are the same bits.
+:func:`engine.lean_forward.forward_greedy` made the forward's three native calls one by one, with ~45 converted
+arguments, three tensor allocations and the checks between them in Python, and the decoder then walked the tree and
+compacted the cache in Python: with the interpreter's caches cold after the previous forward, ~300-450 us of a
+tiny-py-coder step over 1,000 cached tokens on this project's 2-core CPU
+(``benchmarks/results/2026-11-27b/``). :class:`GreedyStep` writes the model's constants into one array once and checks
+per step only what can change between steps: the weights (once per generation inside
+:meth:`engine.native.layer.FusedPlan.pinned`), the cache's buffers, the row count. Entry points: :meth:`GreedyStep.tree`
+(a plain step or a tree's forward from the tree's own arrays: ``fc_greedy_tree_step``), :meth:`GreedyStep.verify` (the
+same, walked and compacted: ``fc_greedy_tree_verify``) and :meth:`GreedyStep.run` (a forward from tensors:
+``fc_greedy_step``). The arithmetic is the separate calls', so tokens and cache bytes are the same bits.
 
-:mod:`engine.lean_forward` decides when a forward takes it (the native attention and fused layer serve the model, the
+:mod:`engine.lean_forward` decides when a step takes it (the native attention and fused layer serve the model, the
 LM head has a screen); this module checks tensors and moves pointers.
 """
 
@@ -37,8 +40,8 @@ _LOW = float(torch.finfo(torch.float32).min)
 
 
 class _CacheView:
-    """What :meth:`GreedyStep.run` last found in one cache (kept on the cache): its layers' key and value buffers
-    and the smallest capacity among them (entries)."""
+    """What a :class:`GreedyStep` last found in one cache (kept on the cache): its layers' key and value buffers and
+    the smallest capacity among them (entries)."""
 
     __slots__ = ("kbufs", "vbufs", "capacity", "__weakref__")
 
@@ -121,7 +124,7 @@ class GreedyStep:
 
     def stale(self) -> bool:
         """Whether the embedding or the LM head no longer holds the weight this step was made with, unchanged (then
-        :meth:`run` declines every call: make a new step)."""
+        every entry point declines its calls: make a new step)."""
         w, h = self._emb_params.get("weight"), self._head_params.get("weight")
         return not (w is self._emb_w() and w._version == self._emb_version and h is self._head_w()
                     and h._version == self._head_version)
