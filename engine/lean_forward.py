@@ -384,6 +384,18 @@ def _step_of(model, rows: int):
     return one
 
 
+def greedy_step_serves(model, make: bool = False) -> bool:
+    """Whether ``model``'s greedy steps take the one native call (:mod:`engine.native.step`). The step is made at the
+    first greedy forward, or here with ``make`` (on the model's thread: the server's load); without it this only reads
+    (False before the step was made). For reports: the benchmark's JSON and the server's status."""
+    held = getattr(model, STEP_ATTR, None)
+    if held is None:
+        return False
+    if make and held[0][0] is None:
+        held[0][0] = _make_greedy_step(model, held[1])
+    return bool(held[0][0])
+
+
 def _attn_implementation(config) -> str | None:
     """``config._attn_implementation``: the value its property returns, read from the instance's dict where it is
     there (the property costs ~3 us a read through PretrainedConfig's attribute lookup, ~10x that with the caches
@@ -428,16 +440,20 @@ def greedy_tree_verify(model, cache, pending: int, tree, past: int) -> tuple[lis
 
 
 def _make_greedy_step(model, base):
-    """``model``'s :class:`engine.native.step.GreedyStep`, None when it cannot be made yet (the rotary table is made by
-    the first forward), False when it never will: ``$FASTCODER_GREEDY_STEP=0``, no fused plan with a final norm, no
-    screened LM head, an embedding or rotary table the native gather does not take."""
+    """``model``'s :class:`engine.native.step.GreedyStep` (the rotary table made first where no forward made it yet),
+    or False where it cannot serve: ``$FASTCODER_GREEDY_STEP=0``, no fused plan with a final norm, no screened LM head,
+    an embedding or rotary table the native gather does not take (None: not made, ask again)."""
     if os.environ.get(STEP_ENV, "").strip() == "0":
         return False
-    table = getattr(base.rotary_emb, "_fastcoder_table", None)
-    if table is None:
-        return None
     plan, emb, head = _plan(base), base.embed_tokens, getattr(model, "lm_head", None)
     w = getattr(emb, "weight", None)
+    table = getattr(base.rotary_emb, "_fastcoder_table", None)
+    if table is None and isinstance(w, torch.Tensor):  # made as the first forward makes it (_rotary)
+        with torch.inference_mode():
+            _rotary(base, w.new_zeros((1, 1, w.shape[-1])), torch.zeros((1, 1), dtype=torch.long, device=w.device))
+        table = getattr(base.rotary_emb, "_fastcoder_table", None)
+    if table is None:
+        return None
     if (not plan or not table or plan.final is None or head is None or type(emb) is not torch.nn.Embedding
             or emb.max_norm is not None or not isinstance(w, torch.Tensor) or w.device.type != "cpu"
             or table[0].device.type != "cpu"):

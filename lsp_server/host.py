@@ -48,6 +48,18 @@ def _screen_lm_head(loaded) -> str | bool:
         return False
 
 
+def _make_greedy_step(loaded) -> bool:
+    """Make ``loaded``'s one-call greedy step (:func:`engine.lean_forward.greedy_step_serves`) and say whether its
+    greedy steps take it; False on any failure (the separate calls serve)."""
+    try:
+        from engine.lean_forward import greedy_step_serves  # noqa: PLC0415
+
+        return greedy_step_serves(loaded.model, make=True)
+    except Exception:  # noqa: BLE001  (an optional speed-up: never a failed load)
+        log.exception("one-call greedy step unavailable")
+        return False
+
+
 @dataclass
 class CompletionRequest:
     """One inline-completion job: the document text around the cursor at ``version``.
@@ -116,6 +128,7 @@ class EngineHost(IndexingMixin):
         self._history: Any = None  # earlier completions' output (engine.history), shared like the estimator
         self.verify_cost: dict | None = None
         self.lm_head_screen: str | bool = False  # the LM head's screen for greedy steps: "vnni", "avx2" or False
+        self.greedy_step = False  # greedy steps in one native call (engine.native.step)
         self.forward_kernels: str | bool = False  # the native forward kernels' instruction set: "avx512", "avx2", False
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
@@ -182,6 +195,7 @@ class EngineHost(IndexingMixin):
             from engine.native import packed_kernels_isa  # noqa: PLC0415
 
             kernels = packed_kernels_isa(getattr(loaded, "packing", None)) or False
+            step = _make_greedy_step(loaded)  # greedy steps in one native call (engine.native.step)
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
         except _LoadFailed as exc:
@@ -198,6 +212,7 @@ class EngineHost(IndexingMixin):
             self.verify_cost = cost.as_dict() if cost is not None else None
             self.lm_head_screen = screen
             self.forward_kernels = kernels
+            self.greedy_step = step
             self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
             self._caches.clear()
@@ -489,6 +504,8 @@ class EngineHost(IndexingMixin):
             # greedy steps take the LM head's argmax by int8 screening and exact rescoring (the same tokens)
             "lm_head_screen": self.lm_head_screen,
             "forward_kernels": self.forward_kernels,
+            # greedy steps in one native call (engine.native.step): known after the first (the load's c(n) measurement)
+            "greedy_step": self.greedy_step,
             # a flat c(n) (a GPU's): fastcoder searches every source beside the context copy (engine.cost_model)
             "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,

@@ -232,3 +232,16 @@ def test_verification_in_one_call_walks_and_compacts_as_the_three_calls_and_pyth
     assert len(calls) == 1 and fast[:2] == slow[:2]
     for (kf, vf), (ks, vs) in zip(fast[2], slow[2]):
         assert torch.equal(kf, ks) and torch.equal(vf, vs)
+
+
+def test_the_step_is_made_at_the_load_or_the_first_greedy_forward_and_reported(monkeypatch):
+    model = _model(monkeypatch)  # no forward yet: no rotary table
+    assert lean_forward.greedy_step_serves(model) is False  # reads only: not made yet
+    assert lean_forward.greedy_step_serves(model, make=True) is True  # the server's load makes it (and the table)
+    prompt, steps = _steps(9, count=3)
+    taken = _count(monkeypatch)
+    _decode(model, prompt, steps)
+    assert taken == [True] * 3
+    monkeypatch.setenv(lean_forward.STEP_ENV, "0")
+    off = _model(monkeypatch)
+    assert lean_forward.greedy_step_serves(off, make=True) is False

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..lean_forward import greedy_screen
+from ..lean_forward import greedy_screen, greedy_step_serves
 from ..native import packed_kernels_isa
 from .headroom import headroom
 from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
@@ -88,6 +88,8 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     result["environment"]["lm_head_screen"] = greedy_screen(loaded.model) or False
     # the native forward kernels' instruction set ("avx512", "avx2"), False where they do not serve
     result["environment"]["forward_kernels"] = packed_kernels_isa(getattr(loaded, "packing", None)) or False
+    # greedy steps in one native call (engine.native.step): gather, layers, screened head, walk, KV compaction
+    result["environment"]["greedy_step"] = greedy_step_serves(loaded.model)
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]
