@@ -114,10 +114,10 @@ def test_rows_sharing_their_first_keys_get_the_bits_of_each_row_alone(kind, d):
 @needs_kernel
 @pytest.mark.parametrize("d", [16, 64, 128])
 def test_avx512_and_avx2_kernels_give_the_same_bits(d):
-    """Where the CPU has AVX-512, shared keys are scored two rows at a time and their values summed four and two
-    rows at a time: each row's bits are those of the AVX2 path, which takes one row at a time, for every row count
-    (pairs and blocks of four with rows left over), mask kind and head size (d = 16 is not a multiple of 64: its
-    values stay one row at a time)."""
+    """Where the CPU has AVX-512, shared keys are scored two rows at a time and their values summed four, then three
+    or two rows at a time: each row's bits are those of the AVX2 path, which takes one row at a time, for every row
+    count (pairs and blocks of four with rows left over: 3 and 7 end on a block of three), mask kind and head size
+    (d = 16 is not a multiple of 64: its values stay one row at a time)."""
     from engine.native import kernel_isa  # noqa: PLC0415
 
     lib = attention_library()

@@ -251,6 +251,7 @@ static TGT512 void score_block2(const float *q0, const float *q1, int64_t d, con
         }                                                                                                           \
     }
 WEIGHTED_VALUES_ROWS(2)
+WEIGHTED_VALUES_ROWS(3)
 WEIGHTED_VALUES_ROWS(4)
 
 /* Keys per chunk of the shared weighted sum of values: every row's pass over a chunk finds its values in L1. */
@@ -419,12 +420,17 @@ TGT int fc_attention_planned(const attention_rows *rows, int64_t b, const float 
         for (int64_t j0 = 0; j0 < shared; j0 += VALUE_CHUNK) { /* shared values: every row per chunk */
             int64_t j1 = j0 + VALUE_CHUNK < shared ? j0 + VALUE_CHUNK : shared;
             int64_t i = 0;
-            if (wide && d % 64 == 0) { /* four rows, then two, at a time */
+            if (wide && d % 64 == 0) { /* four rows, then three or two, at a time */
                 const float *sr[4];
                 float *ar[4];
                 for (; i + 4 <= m_count; i += 4) {
                     for (int r = 0; r < 4; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
                     weighted_values4(sr, vp, j0, j1, d, ar);
+                }
+                if (i + 3 == m_count) { /* one pass for the last three (a pair and a single row were two) */
+                    for (int r = 0; r < 3; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
+                    weighted_values3(sr, vp, j0, j1, d, ar);
+                    i += 3;
                 }
                 for (; i + 2 <= m_count; i += 2) {
                     for (int r = 0; r < 2; r++) sr[r] = scores + (i + r) * stride, ar[r] = acc + (i + r) * d;
