@@ -245,3 +245,23 @@ def test_the_step_is_made_at_the_load_or_the_first_greedy_forward_and_reported(m
     monkeypatch.setenv(lean_forward.STEP_ENV, "0")
     off = _model(monkeypatch)
     assert lean_forward.greedy_step_serves(off, make=True) is False
+
+
+def test_a_reset_cache_is_not_stepped_through_its_freed_buffers(monkeypatch):
+    """The step remembers a cache's buffers by weak reference; after a reset (buffers gone, freed) the cache is
+    checked again and declined, and after a new prefill it is stepped into its new buffers."""
+    import gc  # noqa: PLC0415
+
+    model = _model(monkeypatch)
+    prompt, steps = _steps(10, count=4)
+    taken = _count(monkeypatch)
+    with torch.inference_mode():
+        cache = new_kv_cache(model, 64)
+    before = _decode(model, prompt, steps, caches=cache)
+    cache.reset()
+    gc.collect()
+    with torch.inference_mode():
+        assert lean_forward.greedy_tree_step(model, cache, 3, _tree([]), 0) is None  # no buffers: declined
+    after = _decode(model, prompt, steps, caches=cache)  # prefilled again: new buffers
+    _same(before, after)
+    assert taken == [True] * 4 + [False] + [True] * 4

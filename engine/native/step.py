@@ -19,6 +19,7 @@ LM head has a screen); this module checks tensors and moves pointers.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 import weakref
@@ -33,6 +34,7 @@ from .screened_head import ScreenedHead
 _KBUF = operator.attrgetter("_kbuf")
 _VBUF = operator.attrgetter("_vbuf")
 _LEN = operator.attrgetter("_len")
+_NONES = itertools.repeat(None)
 #: Rows and tree-mask floats the per-thread scratch holds at first (grown by doubling).
 FIRST_ROWS, FIRST_FLOATS = 32, 1 << 15
 #: A masked-out entry of a tree mask, as DraftTree.attention_mask writes it.
@@ -40,13 +42,15 @@ _LOW = float(torch.finfo(torch.float32).min)
 
 
 class _CacheView:
-    """What a :class:`GreedyStep` last found in one cache (kept on the cache): its layers' key and value buffers and
-    the smallest capacity among them (entries)."""
+    """What a :class:`GreedyStep` last found in one cache (kept on the cache): weak references to its layers' key and
+    value buffers (a cache grown since does not keep its old buffers alive through this) and the smallest capacity
+    among them (entries)."""
 
-    __slots__ = ("kbufs", "vbufs", "capacity", "__weakref__")
+    __slots__ = ("krefs", "vrefs", "capacity", "__weakref__")
 
     def __init__(self, kbufs, vbufs, capacity: int):
-        self.kbufs, self.vbufs, self.capacity = kbufs, vbufs, capacity
+        self.krefs, self.vrefs = list(map(weakref.ref, kbufs)), list(map(weakref.ref, vbufs))
+        self.capacity = capacity
 
 
 class _Scratch:
@@ -144,8 +148,10 @@ class GreedyStep:
         not checked again (:func:`engine.native.layer.cache_ready` checked them: float32, CPU, batch 1)."""
         view = cache.__dict__.get(VIEW_ATTR)
         kbufs = list(map(_KBUF, layers))
-        if view is None or not all(map(operator.is_, kbufs, view.kbufs)) \
-                or not all(map(operator.is_, map(_VBUF, layers), view.vbufs)):
+        # the same live buffers as when checked (a dead reference reads None: so must no buffer)
+        if view is None or not all(map(operator.is_not, kbufs, _NONES)) \
+                or not all(map(operator.is_, kbufs, map(operator.call, view.krefs))) \
+                or not all(map(operator.is_, map(_VBUF, layers), map(operator.call, view.vrefs))):
             view = None
         lens = set(map(_LEN, layers))
         if len(lens) != 1:
