@@ -413,29 +413,27 @@ def greedy_tree_step(model, cache, pending: int, tree, past: int) -> list[int] |
     tokens, the cache extended, :func:`hidden_rows` set; None with nothing done where that step does not serve
     (no lean forward, no native stack or screen, autograd or training, a cache it does not take): the caller's
     own path then runs the forward."""
-    if model.training or torch.is_grad_enabled():
-        return None
-    one = _step_of(model, len(tree) + 1)
-    if one is None:
-        return None
-    chosen = one.tree(pending, tree, past, cache, model.__dict__[HIDDEN_ATTR])
-    if chosen is None and one.stale():
-        model.__dict__[STEP_ATTR][0][0] = None  # the embedding or the head was replaced: a new step next time
-    return chosen
+    return _with_step(model, GreedyStep.tree, pending, tree, past, cache)
 
 
 def greedy_tree_verify(model, cache, pending: int, tree, past: int) -> tuple[list[int], list[int]] | None:
     """:func:`engine.verify.verify_greedy` in one native call (:meth:`engine.native.step.GreedyStep.verify`): the
     forward, the greedy walk and the cache's compaction. Returns ``(path, committed)``, or None with nothing done
     where :func:`greedy_tree_step` would (the caller's own path then runs)."""
+    return _with_step(model, GreedyStep.verify, pending, tree, past, cache)
+
+
+def _with_step(model, method, pending: int, tree, past: int, cache):
+    """``method`` (:meth:`GreedyStep.tree` or :meth:`GreedyStep.verify`) of ``model``'s step for ``tree``, or None
+    where no step serves; a step that finds the embedding or the head replaced is made again on the next call."""
     if model.training or torch.is_grad_enabled():
         return None
     one = _step_of(model, len(tree) + 1)
     if one is None:
         return None
-    got = one.verify(pending, tree, past, cache, model.__dict__[HIDDEN_ATTR])
+    got = method(one, pending, tree, past, cache, model.__dict__[HIDDEN_ATTR])
     if got is None and one.stale():
-        model.__dict__[STEP_ATTR][0][0] = None  # the embedding or the head was replaced: a new step next time
+        model.__dict__[STEP_ATTR][0][0] = None
     return got
 
 
@@ -461,18 +459,13 @@ def _make_greedy_step(model, base):
     screen = screened_head(head)
     if screen is None:
         return False
-    from .verify import argmax_rows, compact_cache, walk_greedy  # noqa: PLC0415  (verify imports this module)
+    from .verify import argmax_rows, walk_and_compact  # noqa: PLC0415  (verify imports this module)
 
     def whole_head(rows: torch.Tensor) -> list[int]:
         return argmax_rows(head(rows))
 
-    def walk(best: list[int], tree, past: int, cache) -> tuple[list[int], list[int]]:
-        path, bonus = walk_greedy(best, tree)
-        compact_cache(cache, past, path, len(tree))
-        return path, tree.tokens[path].tolist() + [bonus]
-
     try:
-        return GreedyStep(plan.lib, plan, emb, table, head, screen, whole_head, walk)
+        return GreedyStep(plan.lib, plan, emb, table, head, screen, whole_head, walk_and_compact)
     except ValueError:
         return False
 

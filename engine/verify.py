@@ -244,6 +244,11 @@ def tree_forward_greedy(model, cache, pending: int, tree: DraftTree, past_len: i
     chosen = greedy_tree_step(model, cache, pending, tree, past_len)
     if chosen is not None:
         return chosen
+    return _tree_forward_greedy_calls(model, cache, pending, tree, past_len)
+
+
+def _tree_forward_greedy_calls(model, cache, pending: int, tree: DraftTree, past_len: int) -> list[int]:
+    """:func:`tree_forward_greedy` through the tensors' path (:func:`engine.lean_forward.forward_greedy`)."""
     ids, positions, mask = _tree_inputs(model, pending, tree, past_len)
     return forward_greedy(model, ids, cache, positions, mask)
 
@@ -259,7 +264,14 @@ def verify_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) ->
     got = greedy_tree_verify(model, cache, pending, tree, past_len)
     if got is not None:
         return got
-    path, bonus = walk_greedy(tree_forward_greedy(model, cache, pending, tree, past_len), tree)
+    # the one-call step declined: the same checks would decline tree_forward_greedy's, so the tensors' path
+    return walk_and_compact(_tree_forward_greedy_calls(model, cache, pending, tree, past_len), tree, past_len, cache)
+
+
+def walk_and_compact(best: list[int], tree: DraftTree, past_len: int, cache) -> tuple[list[int], list[int]]:
+    """:func:`walk_greedy` over the rows' greedy tokens ``best``, then :func:`compact_cache`. Returns
+    ``(path, committed)`` as :func:`verify_greedy`."""
+    path, bonus = walk_greedy(best, tree)
     compact_cache(cache, past_len, path, len(tree))
     return path, tree.tokens[path].tolist() + [bonus]
 

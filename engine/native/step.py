@@ -211,20 +211,28 @@ class GreedyStep:
             kept: as :meth:`run`'s.
         Raises MemoryError as :meth:`run`.
         """
+        ready = self._tree_ready(tree, past, cache)
+        if ready is None:
+            return None
+        layers, scratch, n = ready
+        got = self.lib.fc_greedy_tree_step(scratch.sa_ptr, self._sd_ptr, pending, scratch.tokens_ptr,
+                                           scratch.parents_ptr, n, past, scratch.argmax_ptr)
+        return self._finish(got, scratch, layers, past, n + 1, kept)
+
+    def _tree_ready(self, tree, past: int, cache):
+        """``(layers, scratch, N)`` for a step over ``tree``'s N nodes below the pending token, its tokens and
+        parents copied into the scratch, or None where :meth:`tree` and :meth:`verify` decline it."""
         n = len(tree)
         rows = n + 1
         ready = self._ready(cache, rows)
         if ready is None or ready[1] != past:
             return None
-        layers, _ = ready
         scratch = self._scratch(rows, rows * (past + rows) if n else 0)
         if n:
             scratch.tokens[:n] = tree.tokens
             scratch.parents[:n] = tree.parents
         sync_threads(self.lib)
-        got = self.lib.fc_greedy_tree_step(scratch.sa_ptr, self._sd_ptr, pending, scratch.tokens_ptr,
-                                           scratch.parents_ptr, n, past, scratch.argmax_ptr)
-        return self._finish(got, scratch, layers, past, rows, kept)
+        return ready[0], scratch, n
 
     def verify(self, pending: int, tree, past: int, cache, kept: list) -> tuple[list[int], list[int]] | None:
         """:meth:`tree`, then greedy acceptance in the same native call (``fc_greedy_tree_verify``): the walk from the
@@ -235,17 +243,11 @@ class GreedyStep:
         model's own next token; the cache then holds ``past + 1 + len(path)`` entries. None with nothing done where
         this step does not take the call (as :meth:`tree`). Raises MemoryError as :meth:`run`.
         """
-        n = len(tree)
-        rows = n + 1
-        ready = self._ready(cache, rows)
-        if ready is None or ready[1] != past:
+        ready = self._tree_ready(tree, past, cache)
+        if ready is None:
             return None
-        layers, _ = ready
-        scratch = self._scratch(rows, rows * (past + rows) if n else 0)
-        if n:
-            scratch.tokens[:n] = tree.tokens
-            scratch.parents[:n] = tree.parents
-        sync_threads(self.lib)
+        layers, scratch, n = ready
+        rows = n + 1
         got = self.lib.fc_greedy_tree_verify(scratch.sa_ptr, self._sd_ptr, pending, scratch.tokens_ptr,
                                              scratch.parents_ptr, n, past, *scratch.verify_ptrs)
         if got < 0:  # not taken (None), no memory (raises), or the whole head's tokens: walked here
