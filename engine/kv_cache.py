@@ -6,7 +6,8 @@ layer at every forward: the whole cache is copied each step. For tiny-py-coder o
 (``aten::cat`` 3.7 ms of 8.9 ms). :class:`PreallocatedLayer` keeps one buffer per tensor of shape
 ``(batch, kv_heads, capacity, head_dim)``, writes the new entries in place and exposes ``keys``/``values`` as
 views of the filled part, so a step copies only its own new entries. Capacity grows by doubling (amortised
-O(1) per token). Cropping (rejected draft tokens) only moves the fill mark; compaction of accepted tree
+O(1) per token); CPU buffers of 2 MB or more are whole huge pages (:mod:`engine.huge_pages`: a forward reads the
+whole cache, and 4 KB pages cost it TLB misses and prefetches cut at every page). Cropping (rejected draft tokens) only moves the fill mark; compaction of accepted tree
 nodes (:func:`engine.verify.compact_cache`) writes through the views into the buffer.
 
 The cache object is transformers' own :class:`~transformers.DynamicCache` with its layers replaced, so the
@@ -22,7 +23,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from . import native
+from . import huge_pages, native
 
 #: Initial capacity (tokens) of a layer's buffers when the first update is smaller.
 MIN_CAPACITY = 256
@@ -94,8 +95,13 @@ class PreallocatedLayer(DynamicLayer):
             return
         new_cap = max(need, 2 * cap, self._want, MIN_CAPACITY)
         b, h, _, d = like.shape
-        kbuf = like.new_empty((b, h, new_cap, d))
-        vbuf = like.new_empty((b, h, new_cap, d))
+        if like.device.type == "cpu":  # on huge pages: whole pages of them (engine.huge_pages)
+            new_cap = huge_pages.round_up(new_cap, b * h * d * like.element_size())
+            kbuf = huge_pages.empty((b, h, new_cap, d), like.dtype)
+            vbuf = huge_pages.empty((b, h, new_cap, d), like.dtype)
+        else:
+            kbuf = like.new_empty((b, h, new_cap, d))
+            vbuf = like.new_empty((b, h, new_cap, d))
         if self._len:
             kbuf[..., :self._len, :] = self._kbuf[..., :self._len, :]
             vbuf[..., :self._len, :] = self._vbuf[..., :self._len, :]

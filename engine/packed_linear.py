@@ -47,8 +47,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import huge_pages
 from .native.linear import gemm as native_gemm
-from .native.linear import gemm_argmax, gemm_library, pack_panels
+from .native.linear import gemm_argmax, gemm_library, pack_panels, panel_floats
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class PackReport:
         kernel: ``"native"`` (:class:`NativeLinear`), ``"mkl"`` (:class:`PackedLinear`) or ``""`` (none).
         max_rows: native only: the most rows a product may have to use the kernel (from the timing probe).
         probe_ms: native only: ``{rows: [F.linear ms, native ms]}`` measured by the probe.
+        huge_page_bytes: native only: bytes of the packed buffer the kernel put on 2 MB pages
+            (:mod:`engine.huge_pages`; 0 where it gave none or they are off).
     """
 
     layers: list[str] = field(default_factory=list)
@@ -81,12 +84,14 @@ class PackReport:
     kernel: str = ""
     max_rows: int = 0
     probe_ms: dict = field(default_factory=dict)
+    huge_page_bytes: int = 0
 
     def as_dict(self) -> dict:
         """Plain data (``fastcoder/status``, the benchmark JSON)."""
         return {"layers": len(self.layers), "pack_mb": round(self.pack_bytes / 2**20, 1),
                 "weight_mb": round(self.weight_bytes / 2**20, 1), "reason": self.reason, "kernel": self.kernel,
-                "max_rows": self.max_rows, "probe_ms": self.probe_ms}
+                "max_rows": self.max_rows, "probe_ms": self.probe_ms,
+                "huge_page_mb": round(self.huge_page_bytes / 2**20, 1)}
 
 
 def mkl_packing_available() -> bool:
@@ -288,11 +293,19 @@ def _pack_native(layers: list, budget: int, report: PackReport, force: bool = Fa
         if problem:
             log.warning("native few-row kernel not used: %s", problem)
         return False
+    chosen, total = [], 0
     for name, mod in layers:
         own = mod.weight.numel() * mod.weight.element_size()
-        if report.pack_bytes + own > budget:
+        if total + own > budget:
             continue
-        panels = pack_panels(lib, mod.weight)
+        chosen.append((name, mod, total))
+        total += panel_floats(mod.weight) * 4
+    # every layer's panels in one buffer, on huge pages where the kernel gives them (engine.huge_pages: a forward
+    # streams all of them; 4 KB pages cost it TLB misses and prefetches cut at every page)
+    arena = torch.from_numpy(huge_pages.empty_bytes(total)).view(torch.float32) if total else None
+    for name, mod, start in chosen:
+        own = mod.weight.numel() * mod.weight.element_size()
+        panels = pack_panels(lib, mod.weight, out=arena[start // 4:start // 4 + panel_floats(mod.weight)])
         mod.__class__ = NativeLinear
         mod._panels, mod._panels_ptr, mod._lib = panels, panels.data_ptr(), lib
         mod._pack_version, mod._max_rows = mod.weight._version, max_rows
@@ -304,6 +317,7 @@ def _pack_native(layers: list, budget: int, report: PackReport, force: bool = Fa
         report.reason = "no linear layer fits the budget"
         return False
     report.kernel, report.max_rows, report.reason = "native", max_rows, ""
+    report.huge_page_bytes = min(huge_pages.huge_bytes(arena.data_ptr()), report.pack_bytes)
     log.info("native few-row kernel for %d linear layers, 1-%d rows (%.1f MiB)", len(report.layers), max_rows,
              report.pack_bytes / 2**20)
     return True

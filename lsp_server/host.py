@@ -332,6 +332,10 @@ class EngineHost(IndexingMixin):
             self._trim_caches()
             return cache
 
+    def _huge_page_mb(self) -> float:
+        packing = getattr(self.loaded, "packing", None) if self.loaded is not None else None
+        return round(getattr(packing, "huge_page_bytes", 0) / 2**20, 1)
+
     def _cache_bytes(self) -> int:
         with self._lock:
             caches = list(self._caches.values())
@@ -506,6 +510,8 @@ class EngineHost(IndexingMixin):
             "forward_kernels": self.forward_kernels,
             # greedy steps in one native call (engine.native.step): known after the first (the load's c(n) measurement)
             "greedy_step": self.greedy_step,
+            # the packed weights' MB on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
+            "weights_on_huge_pages_mb": self._huge_page_mb(),
             # a flat c(n) (a GPU's): fastcoder searches every source beside the context copy (engine.cost_model)
             "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,

@@ -162,6 +162,13 @@ async def test_status_reports_model_and_repo(client: LanguageClient):
 
     lib = native.library()
     assert st["forward_kernels"] == (native.kernel_isa(lib) if lib is not None and lib.fc_gemm_supported() else False)
+    # the packed weights on 2 MB pages where the kernel gives them (engine.huge_pages): tiny-py-coder's 28 MB
+    from engine import huge_pages  # noqa: PLC0415
+
+    if huge_pages.enabled() and st["forward_kernels"]:
+        assert st["weights_on_huge_pages_mb"] >= 2
+    else:
+        assert st["weights_on_huge_pages_mb"] == 0
     assert st["model"].endswith("tiny-py-coder")
     (repo,) = st["repo"]
     assert Path(repo["root"]) == WORKSPACE and repo["files"] == 3 and repo["tokens"] > 1000

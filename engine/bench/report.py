@@ -90,6 +90,9 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     result["environment"]["forward_kernels"] = packed_kernels_isa(getattr(loaded, "packing", None)) or False
     # greedy steps in one native call (engine.native.step): gather, layers, screened head, walk, KV compaction
     result["environment"]["greedy_step"] = greedy_step_serves(loaded.model)
+    # the packed weights' bytes on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
+    packing = getattr(loaded, "packing", None)
+    result["environment"]["weights_on_huge_pages_mb"] = round(getattr(packing, "huge_page_bytes", 0) / 2**20, 1)
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]

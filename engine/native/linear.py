@@ -36,20 +36,32 @@ def gemm_library():
     return lib
 
 
-def pack_panels(lib, weight: torch.Tensor) -> torch.Tensor:
-    """Pack a ``(N, K)`` float32 CPU weight into 16-output panels for :func:`gemm`.
+def panel_floats(weight: torch.Tensor) -> int:
+    """Floats (4 bytes each) :func:`pack_panels` writes for a ``(N, K)`` weight: ``ceil(N / 16) * 16 * K``."""
+    n, k = weight.shape
+    return -(-int(n) // PANEL) * PANEL * int(k)
+
+
+def pack_panels(lib, weight: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Pack a ``(N, K)`` float32 CPU weight into 16-output panels for :func:`gemm`, into ``out`` when given (a
+    contiguous float32 CPU tensor of :func:`panel_floats` elements, e.g. a slice of one buffer for every layer).
 
     Returns:
-        A float32 tensor of ``ceil(N / 16) * 16 * K`` elements (the weight's bytes, rounded up to 16 rows).
+        ``out`` or a new float32 tensor of ``ceil(N / 16) * 16 * K`` elements (the weight's bytes, rounded up to
+        16 rows).
     Raises:
-        ValueError: the weight is not a 2-D float32 CPU tensor.
+        ValueError: the weight is not a 2-D float32 CPU tensor, or ``out`` is not as above.
     """
     if weight.dim() != 2 or weight.dtype != torch.float32 or weight.device.type != "cpu":
         raise ValueError(f"expected a 2-D float32 CPU weight, got {tuple(weight.shape)} {weight.dtype} "
                          f"on {weight.device}")
     w = weight.detach().contiguous()
     n, k = w.shape
-    out = torch.empty(-(-n // PANEL) * PANEL * k, dtype=torch.float32)
+    if out is None:
+        out = torch.empty(panel_floats(w), dtype=torch.float32)
+    elif out.dtype != torch.float32 or out.device.type != "cpu" or not out.is_contiguous() \
+            or out.numel() != panel_floats(w):
+        raise ValueError(f"pack_panels: out must be a contiguous float32 CPU tensor of {panel_floats(w)} elements")
     lib.fc_gemm_pack(w.data_ptr(), n, k, out.data_ptr())
     return out
 

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 import torch
 
+from .. import huge_pages
 from . import library
 from .linear import sync_threads
 
@@ -38,7 +39,8 @@ class ScreenedHead:
         self._lib = lib
         self.weight = weight  # (V, K) float32, contiguous: the exact logits' rows
         self.vocab, self.dim = int(weight.shape[0]), int(weight.shape[1])
-        self._q = np.zeros(int(lib.fc_screen_bytes(self.vocab, self.dim)), dtype=np.int8)
+        # read whole by every forward: on huge pages where the kernel gives them (engine.huge_pages)
+        self._q = huge_pages.empty_bytes(int(lib.fc_screen_bytes(self.vocab, self.dim))).view(np.int8)
         self._scale = np.zeros(self.vocab, dtype=np.float32)
         self._sumq = np.zeros(self.vocab, dtype=np.int32)
         self._enorm = np.zeros(self.vocab, dtype=np.float32)
