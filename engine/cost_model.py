@@ -179,7 +179,8 @@ def cost_key(loaded) -> dict:
     the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`), whether the
     native attention serves (:mod:`engine.native_attention`), whether the lean forward does
     (:mod:`engine.lean_forward`), whether it runs the native fused layer and whether greedy forwards take one
-    native call (:mod:`engine.native.step`, off with ``$FASTCODER_GREEDY_STEP=0``): they change c(n)."""
+    native call (:mod:`engine.native.step`, off with ``$FASTCODER_GREEDY_STEP=0``), and whether the packed weights sit
+    on huge pages (:mod:`engine.huge_pages`): they change c(n)."""
     from .lean_forward import STEP_ENV, fused_layer_serves  # noqa: PLC0415
 
     model = loaded.model
@@ -195,6 +196,7 @@ def cost_key(loaded) -> dict:
             "lean_forward": getattr(loaded, "lean_forward", None) == "",
             "fused_layer": fused_layer_serves(model),
             "greedy_step": fused_layer_serves(model) and os.environ.get(STEP_ENV, "").strip() != "0",
+            "huge_pages": bool(getattr(packing, "huge_page_bytes", 0)),
             "format": FORMAT}
 
 

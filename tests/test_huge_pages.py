@@ -101,3 +101,6 @@ def test_packed_weights_on_huge_pages_decode_the_same_tokens(monkeypatch):
     if THP:
         assert on.packing.huge_page_bytes >= huge_pages.HUGE_PAGE
     assert decode(on) == decode(off)
+    from engine.cost_model import cost_key
+
+    assert cost_key(on)["huge_pages"] is THP and cost_key(off)["huge_pages"] is False  # c(n) measured apart
