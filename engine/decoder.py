@@ -440,7 +440,7 @@ class SpeculativeDecoder:
         if drafter is not None and self.method not in SDSAT_METHODS and len(ids) - start <= PREFILL_DRAFT_MAX_TOKENS:
             # a short (warm) prefill verifies a draft of the first new tokens in the same forward
             t = time.perf_counter()
-            tree = self._verifiable(drafter.propose(context[:n_ctx]), remaining, stop_tokens)
+            tree = self._verifiable(drafter.propose(context[:n_ctx]), remaining, stop_tokens, max_new)
             retrieval_s += time.perf_counter() - t
             past_len = len(ids) - 1
             logits = tree_forward(model, cache, ids[-1], tree, past_len, prefix=ids[start:-1])
@@ -499,7 +499,7 @@ class SpeculativeDecoder:
                 continue
             t = time.perf_counter()
             ctx_view = context[:n_ctx]
-            tree = self._verifiable(drafter.propose(ctx_view), remaining, stop_tokens)
+            tree = self._verifiable(drafter.propose(ctx_view), remaining, stop_tokens, max_new - len(out))
             t_forward = time.perf_counter()
             retrieval_s += t_forward - t
             draft_sizes.append(len(tree))
@@ -549,12 +549,15 @@ class SpeculativeDecoder:
         """:func:`engine.stops.stop_touching` for this model (None: every step searches)."""
         return stop_touching(stop, self.loaded)
 
-    def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None):
-        """``tree`` without the nodes whose verification is wasted: those that contradict the token-healing
-        constraint (:func:`engine.healing.consistent_subtree`), or, once it is spelled, those below a stop
-        token (:func:`engine.verify.prune_after_stop`)."""
+    def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None, left: int):
+        """``tree`` without the nodes whose verification is wasted: those deeper than ``left`` (the tokens the
+        generation may still add: a path longer than that is cut at ``max_new_tokens`` whatever it holds), those
+        that contradict the token-healing constraint (:func:`engine.healing.consistent_subtree`), or, once it is
+        spelled, those below a stop token (:func:`engine.verify.prune_after_stop`)."""
         if not len(tree):
             return tree
+        if left < len(tree) and int(tree.depths.max()) > left:  # a node's depth is at most the tree's size
+            tree = tree.keep(tree.depths <= left)
         if not remaining:
             return tree if stop_tokens is None else prune_after_stop(tree, stop_tokens)
         from .healing import consistent_subtree  # noqa: PLC0415

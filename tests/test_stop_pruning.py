@@ -125,3 +125,36 @@ def test_stop_strings_are_searched_only_after_a_token_that_shares_a_byte_with_th
     touching = tiny_coder.token_bytes.touching_ids(("\n",))
     assert all(b"\n" in tiny_coder.token_bytes.pieces[i] for i in touching) and len(touching) < 0.2 * len(
         tiny_coder.token_bytes.pieces)
+
+
+def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_code_prompts, monkeypatch):
+    """A path longer than the tokens the generation may still add is cut at ``max_new_tokens`` whatever it holds:
+    such nodes are not verified (trees of a repeated text, whose copies run long), and the output is ar's."""
+    seen = []  # (tree, tokens generated before its step)
+    real_forward, real_greedy = decoder_module.tree_forward, decoder_module.verify_greedy
+
+    def recording_forward(model, cache, pending, tree, past_len, **kw):
+        seen.append((tree, past_len))
+        return real_forward(model, cache, pending, tree, past_len, **kw)
+
+    def recording_greedy(model, cache, pending, tree, past_len):
+        seen.append((tree, past_len))
+        return real_greedy(model, cache, pending, tree, past_len)
+
+    monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
+    monkeypatch.setattr(decoder_module, "verify_greedy", recording_greedy)
+    ar = SpeculativeDecoder(tiny_coder, "ar")
+    deepest = 0
+    for _, ids in real_code_prompts[:3]:
+        ids = list(ids[-150:]) * 3  # the model goes on copying: long drafts from the context
+        for method in ("fastcoder", "copyspec"):
+            for max_new in (3, 9, 17):
+                seen.clear()
+                got = SpeculativeDecoder(tiny_coder, method).generate(ids, max_new_tokens=max_new)
+                assert got.token_ids == ar.generate(ids, max_new_tokens=max_new).token_ids
+                for tree, past_len in seen:
+                    done = past_len - len(ids) + 1  # past_len = prompt + generated - 1 (the pending token)
+                    if len(tree):
+                        assert int(tree.depths.max()) <= max_new - done
+                        deepest = max(deepest, int(tree.depths.max()))
+    assert deepest >= 3  # long drafts were there to cut
