@@ -168,6 +168,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm_use.argtypes = [ctypes.c_int]
     lib.fc_attention_use.restype = ctypes.c_int
     lib.fc_attention_use.argtypes = [ctypes.c_int]
+    lib.fc_attention_kv_pf.restype = ctypes.c_int  # multi-row scores' key prefetch distance (blocks; -1 reads)
+    lib.fc_attention_kv_pf.argtypes = [ctypes.c_int]
     lib.fc_attention_supported.restype = ctypes.c_int
     lib.fc_attention_supported.argtypes = []
     lib.fc_attention.restype = ctypes.c_int
