@@ -76,8 +76,8 @@ def empty_bytes(nbytes: int) -> np.ndarray:
 
 
 def empty(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A zero-filled contiguous CPU tensor of ``shape`` and ``dtype`` on huge pages where :func:`empty_bytes`
-    gives them (buffers under 2 MB are ordinary ``torch.zeros``).
+    """A zero-filled contiguous CPU tensor of ``shape`` and ``dtype``, on the memory :func:`empty_bytes` gives
+    (huge pages from 2 MB up where the kernel has them).
 
     Raises:
         ValueError: a negative dimension.
@@ -87,8 +87,6 @@ def empty(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.T
         raise ValueError(f"shape {shape}")
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     nbytes = count * torch.empty((), dtype=dtype).element_size()
-    if nbytes < HUGE_PAGE or not enabled():
-        return torch.zeros(shape, dtype=dtype)
     return torch.from_numpy(empty_bytes(nbytes)).view(dtype).view(shape)
 
 

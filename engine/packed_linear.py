@@ -91,7 +91,13 @@ class PackReport:
         return {"layers": len(self.layers), "pack_mb": round(self.pack_bytes / 2**20, 1),
                 "weight_mb": round(self.weight_bytes / 2**20, 1), "reason": self.reason, "kernel": self.kernel,
                 "max_rows": self.max_rows, "probe_ms": self.probe_ms,
-                "huge_page_mb": round(self.huge_page_bytes / 2**20, 1)}
+                "huge_page_mb": weights_on_huge_pages_mb(self)}
+
+
+def weights_on_huge_pages_mb(packing: "PackReport | None") -> float:
+    """MB (1 decimal) of a loaded model's packed weights on 2 MB pages, from its :class:`PackReport` (``loaded.packing``;
+    0.0 for None or nothing packed natively): what ``fastcoder/status`` and the benchmark JSON report."""
+    return round(getattr(packing, "huge_page_bytes", 0) / 2**20, 1)
 
 
 def mkl_packing_available() -> bool:
@@ -293,19 +299,18 @@ def _pack_native(layers: list, budget: int, report: PackReport, force: bool = Fa
         if problem:
             log.warning("native few-row kernel not used: %s", problem)
         return False
-    chosen, total = [], 0
+    chosen, total = [], 0  # (name, module, own bytes, first float, floats) within the budget
     for name, mod in layers:
         own = mod.weight.numel() * mod.weight.element_size()
-        if total + own > budget:
+        if 4 * total + own > budget:
             continue
-        chosen.append((name, mod, total))
-        total += panel_floats(mod.weight) * 4
+        chosen.append((name, mod, own, total, panel_floats(mod.weight)))
+        total += chosen[-1][-1]
     # every layer's panels in one buffer, on huge pages where the kernel gives them (engine.huge_pages: a forward
     # streams all of them; 4 KB pages cost it TLB misses and prefetches cut at every page)
-    arena = torch.from_numpy(huge_pages.empty_bytes(total)).view(torch.float32) if total else None
-    for name, mod, start in chosen:
-        own = mod.weight.numel() * mod.weight.element_size()
-        panels = pack_panels(lib, mod.weight, out=arena[start // 4:start // 4 + panel_floats(mod.weight)])
+    arena = torch.from_numpy(huge_pages.empty_bytes(4 * total)).view(torch.float32) if total else None
+    for name, mod, own, start, count in chosen:
+        panels = pack_panels(lib, mod.weight, out=arena[start:start + count])
         mod.__class__ = NativeLinear
         mod._panels, mod._panels_ptr, mod._lib = panels, panels.data_ptr(), lib
         mod._pack_version, mod._max_rows = mod.weight._version, max_rows

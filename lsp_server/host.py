@@ -130,6 +130,7 @@ class EngineHost(IndexingMixin):
         self.lm_head_screen: str | bool = False  # the LM head's screen for greedy steps: "vnni", "avx2" or False
         self.greedy_step = False  # greedy steps in one native call (engine.native.step)
         self.forward_kernels: str | bool = False  # the native forward kernels' instruction set: "avx512", "avx2", False
+        self.weights_on_huge_pages_mb = 0.0  # the packed weights' MB on 2 MB pages (engine.huge_pages)
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
@@ -195,6 +196,9 @@ class EngineHost(IndexingMixin):
             from engine.native import packed_kernels_isa  # noqa: PLC0415
 
             kernels = packed_kernels_isa(getattr(loaded, "packing", None)) or False
+            from engine.packed_linear import weights_on_huge_pages_mb  # noqa: PLC0415
+
+            huge_mb = weights_on_huge_pages_mb(getattr(loaded, "packing", None))
             step = _make_greedy_step(loaded)  # greedy steps in one native call (engine.native.step)
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
@@ -212,6 +216,7 @@ class EngineHost(IndexingMixin):
             self.verify_cost = cost.as_dict() if cost is not None else None
             self.lm_head_screen = screen
             self.forward_kernels = kernels
+            self.weights_on_huge_pages_mb = huge_mb
             self.greedy_step = step
             self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
@@ -331,10 +336,6 @@ class EngineHost(IndexingMixin):
             self._caches.move_to_end(uri)
             self._trim_caches()
             return cache
-
-    def _huge_page_mb(self) -> float:
-        packing = getattr(self.loaded, "packing", None) if self.loaded is not None else None
-        return round(getattr(packing, "huge_page_bytes", 0) / 2**20, 1)
 
     def _cache_bytes(self) -> int:
         with self._lock:
@@ -511,7 +512,7 @@ class EngineHost(IndexingMixin):
             # greedy steps in one native call (engine.native.step): known after the first (the load's c(n) measurement)
             "greedy_step": self.greedy_step,
             # the packed weights' MB on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
-            "weights_on_huge_pages_mb": self._huge_page_mb(),
+            "weights_on_huge_pages_mb": self.weights_on_huge_pages_mb,
             # a flat c(n) (a GPU's): fastcoder searches every source beside the context copy (engine.cost_model)
             "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 from ..lean_forward import greedy_screen, greedy_step_serves
 from ..native import packed_kernels_isa
+from ..packed_linear import weights_on_huge_pages_mb
 from .headroom import headroom
 from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
                      run_tasks, summarize)
@@ -91,8 +92,7 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     # greedy steps in one native call (engine.native.step): gather, layers, screened head, walk, KV compaction
     result["environment"]["greedy_step"] = greedy_step_serves(loaded.model)
     # the packed weights' bytes on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
-    packing = getattr(loaded, "packing", None)
-    result["environment"]["weights_on_huge_pages_mb"] = round(getattr(packing, "huge_page_bytes", 0) / 2**20, 1)
+    result["environment"]["weights_on_huge_pages_mb"] = weights_on_huge_pages_mb(getattr(loaded, "packing", None))
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]
