@@ -19,8 +19,15 @@ tokens per forward instead of 3.67 with 4-recent 3-gram copies.
   in one (K, max_depth) comparison how far each agrees with the context backwards: the occurrences of
   the last m tokens are those that agree for >= m tokens;
 - match lengths are tried longest first; a length whose draft cannot beat the best score so far
-  (at most ``min(factor * m, max_depth - m)`` tokens at probability <= 1) is not evaluated, so a step
-  usually evaluates a few lengths.
+  (at most ``min(factor * m, max_tokens)`` tokens at probability <= 1, and ``max_depth - m`` under
+  ``depth_bound``) is not evaluated, so a step usually evaluates a few lengths.
+
+SuffixDecoding's suffix tree holds substrings of at most ``max_tree_depth`` tokens, so its match and
+draft together are bounded by it: after a 20-token agreement a 16-token copy is drafted as an 8-token
+match (the longest whose copy fits), pooled with the occurrences that agree for only 8 tokens, and its
+match length, which FastCoder's acceptance estimates are bucketed by, understates it. The hash map has no
+such bound; ``depth_bound=False`` (FastCoder's setting) drops it, the draft then bounded by ``factor * m``
+and ``max_tokens`` only.
 
 The query runs in C where the library of :mod:`engine.native` is built (``fc_suffix_draft``: the same
 tokens, floats and match length; 0.16 -> ~0.05 ms a step in the replay), in Python otherwise.
@@ -62,18 +69,21 @@ class SuffixMatchIndex:
         min_prob: a draft stops where its estimated probability falls below this
             (``min_token_prob``, 0.1).
         max_tokens: draft tokens at most.
+        depth_bound: True: match + draft <= ``max_depth`` (SuffixDecoding's suffix-tree bound); False: the
+            draft is bounded by ``factor * m`` and ``max_tokens`` only (see the module docstring).
     Raises:
         ValueError: ``max_depth < 2``, ``max_candidates < 1``, ``factor < 0`` or ``min_prob``
             outside [0, 1].
     """
 
     def __init__(self, max_depth: int = 24, max_candidates: int = 16, factor: float = 1.0,
-                 min_prob: float = 0.1, max_tokens: int = 16):
+                 min_prob: float = 0.1, max_tokens: int = 16, depth_bound: bool = True):
         if max_depth < 2 or max_candidates < 1 or factor < 0 or not 0.0 <= min_prob <= 1.0:
             raise ValueError(f"invalid SuffixMatchIndex settings: max_depth={max_depth}, "
                              f"max_candidates={max_candidates}, factor={factor}, min_prob={min_prob}")
         self.max_depth, self.max_candidates = int(max_depth), int(max_candidates)
         self.factor, self.min_prob, self.max_tokens = float(factor), float(min_prob), int(max_tokens)
+        self.depth_bound = bool(depth_bound)
         # the sequence: the first _n tokens of _seq ((capacity,) int64, the C draft's buffer as well); a
         # reset or an append is one numpy copy (no Python list on the C path: a 750-token prompt's reset took
         # ~100 us with the caches cold as a list and then an array, ~5 us as one copy)
@@ -160,9 +170,10 @@ class SuffixMatchIndex:
         best: tuple[list[int], list[float], int] = ([], [], 0)
         best_score = 0.0
         rows: list[list[int]] = []
-        for m in range(max(by_length), 0, -1):  # a shorter match may allow a longer draft (depth - m)
+        bound = depth if self.depth_bound else 1 << 30
+        for m in range(max(by_length), 0, -1):  # under depth_bound, a shorter match may allow a longer draft
             rows += [toks[s:s + depth] for s in by_length.get(m, ())]  # occurrences of the last m tokens
-            cap = min(int(self.factor * m + 1e-6), depth - m, self.max_tokens)
+            cap = min(int(self.factor * m + 1e-6), bound - m, self.max_tokens)
             if cap <= best_score:  # a draft holds at most cap tokens at probability <= 1
                 continue
             draft, probs, score = _frequency_chain(rows, cap, self.min_prob)
@@ -192,7 +203,7 @@ class SuffixMatchIndex:
         tokens and probabilities are the buffers' first k, the match length in the third buffer)."""
         _, ptr = self._native_buffers()
         return lib.fc_suffix_draft(ptr[0], self._n, self.max_candidates, self.max_depth, self.factor,
-                                   self.min_prob, self.max_tokens, ptr[1], ptr[2], ptr[3])
+                                   self.min_prob, self.max_tokens, int(self.depth_bound), ptr[1], ptr[2], ptr[3])
 
     def _native_draft(self, lib) -> tuple[list[int], list[float], int]:
         """:meth:`draft` by ``fc_suffix_draft``: the same tokens, floats and m."""

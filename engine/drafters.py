@@ -273,7 +273,9 @@ class FastCoderOptions:
     is 3, not SuffixDecoding's 1: its cap keeps a draft verified whole from growing past what a short
     match supports, but here the acceptance estimates and c(n) trim every draft tree, and a longer copy
     gives them more to choose from (oracle replay, nine cells, fastcoder / SuffixDecoding without drafting
-    time: 1.033 at 1, 1.049 at 1.5, 1.051 at 2, 1.055 at 3, every cell >= 1.001 at 3).
+    time: 1.033 at 1, 1.049 at 1.5, 1.051 at 2, 1.055 at 3, every cell >= 1.001 at 3). ``copy_depth_bound``
+    False drops SuffixDecoding's bound of match + draft by ``copy_max_depth`` (its suffix tree's depth), which
+    gave the longest agreements the shortest copies (:mod:`engine.context_match`).
     ``use_history``: also draft from earlier completions' output (:mod:`engine.history`, SuffixDecoding's
     global tree), where the decoder passes a :class:`~engine.history.CompletionHistory`.
 
@@ -317,6 +319,7 @@ class FastCoderOptions:
     tree_max_depth: int = SIZED_MAX_DEPTH
     copy_factor: float = 3.0
     copy_min_prob: float = 0.1
+    copy_depth_bound: bool = False
     seed: int = 0
 
 
@@ -335,7 +338,8 @@ class FastCoderDrafter:
         self.token_info = token_info
         self.cache = cache if cache is not None else FastCoderCache(n_min=self.ret.n_min)
         self.context_index = SuffixMatchIndex(self.opts.copy_max_depth, factor=self.opts.copy_factor,
-                                              min_prob=self.opts.copy_min_prob, max_tokens=self.ret.draft_len)
+                                              min_prob=self.opts.copy_min_prob, max_tokens=self.ret.draft_len,
+                                              depth_bound=self.opts.copy_depth_bound)
         # D_r's and D_c's matches, carried from step to step (engine.datastore.MatchState)
         self.repo_state, self.common_state = MatchState(), MatchState()
         self.missing: set[tuple[int, ...]] = set()

@@ -5,7 +5,8 @@ The reference below is SuffixDecoding's rule written the slow way (arctic-infere
 tokens, follow the most frequent next token while the frequency product stays >= min_prob, at most
 min(factor * m, max_depth - m) tokens; keep the draft with the highest summed probability, the longest
 match on ties). The index must give the same draft on random sequences with many repeats, as tokens
-are appended one by one and in chunks, and after a rollback.
+are appended one by one and in chunks, and after a rollback. Without the suffix tree's depth bound
+(``depth_bound=False``, FastCoder's setting) the cap is min(factor * m, max_tokens).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from engine.drafters import FastCoderDrafter, FastCoderOptions
 
 
 def reference_draft(seq: list[int], max_depth: int = 24, factor: float = 1.0, min_prob: float = 0.1,
-                    max_tokens: int = 16, max_candidates: int = 10**9):
+                    max_tokens: int = 16, max_candidates: int = 10**9, depth_bound: bool = True):
     """SuffixDecoding's draft by brute force over ``seq`` (see the module docstring)."""
     n = len(seq)
     # earlier occurrences of the last token (continuation start s: seq[s-1] == seq[-1], s < n), most recent first
@@ -34,8 +35,9 @@ def reference_draft(seq: list[int], max_depth: int = 24, factor: float = 1.0, mi
         occ = [s for s in starts if s >= m and seq[s - m:s] == seq[n - m:]]
         if not occ:
             continue
-        cap = min(int(factor * m + 1e-6), max_depth - m, max_tokens)
-        rows = [seq[s:s + max_depth - m] for s in sorted(occ, key=lambda s: -agree(seq, s, max_depth))]
+        window = max_depth - m if depth_bound else max_depth  # tokens read after an occurrence
+        cap = min(int(factor * m + 1e-6), window, max_tokens)
+        rows = [seq[s:s + window] for s in sorted(occ, key=lambda s: -agree(seq, s, max_depth))]
         toks, probs = [], []
         for d in range(cap):  # the most frequent extension of the chosen prefix, over all rows
             below = [r for r in rows if r[:d] == toks]
@@ -71,13 +73,13 @@ sequences = st.lists(st.integers(0, 5), min_size=1, max_size=120)
 
 
 @settings(max_examples=300, deadline=None)
-@given(sequences, st.sampled_from([(24, 1.0, 0.1), (8, 2.0, 0.0), (12, 0.5, 0.3)]))
-def test_draft_equals_suffix_decoding_rule_by_brute_force(seq, setting):
+@given(sequences, st.sampled_from([(24, 1.0, 0.1), (8, 2.0, 0.0), (12, 0.5, 0.3), (6, 3.0, 0.1)]), st.booleans())
+def test_draft_equals_suffix_decoding_rule_by_brute_force(seq, setting, depth_bound):
     max_depth, factor, min_prob = setting
-    idx = SuffixMatchIndex(max_depth, max_candidates=10**6, factor=factor, min_prob=min_prob)
+    idx = SuffixMatchIndex(max_depth, max_candidates=10**6, factor=factor, min_prob=min_prob, depth_bound=depth_bound)
     idx.reset(np.asarray(seq))
     got = idx.draft()
-    assert canonical(got) == canonical(reference_draft(seq, max_depth, factor, min_prob))
+    assert canonical(got) == canonical(reference_draft(seq, max_depth, factor, min_prob, depth_bound=depth_bound))
     if got[0]:
         assert seq_continues(seq, got)
 
@@ -118,6 +120,22 @@ def test_longest_agreeing_repeat_is_copied_and_bounded_by_match_length():
     assert cand.source == SOURCE_CONTEXT and cand.match_length == 3 and cand.tokens.tolist() == [[4, 5, 9]]
 
 
+def test_a_long_match_keeps_its_length_without_the_suffix_tree_bound(monkeypatch):
+    """A 20-token agreement followed by 16 tokens: under SuffixDecoding's bound (match + draft <= 24) the 16-token
+    copy is drafted as an 8-token match, the longest whose copy fits; without it as the 20-token match it is
+    (the match length the acceptance estimates are bucketed by). Both drafts, C and Python."""
+    period = list(range(1, 31))
+    seq = np.array(period + period[:20])  # the last 20 tokens occurred once before, followed by 21..30, 1, 2, ...
+    for depth_bound, match in ((True, 8), (False, 20)):
+        idx = SuffixMatchIndex(24, factor=3.0, max_tokens=16, depth_bound=depth_bound)
+        idx.reset(seq)
+        for toks, probs, m in (idx.draft(), _python_draft(idx, monkeypatch)):
+            assert (toks, m) == (period[20:30] + period[:6], match) and probs == [1.0] * 16
+    idx = SuffixMatchIndex(24, factor=0.5, max_tokens=16, depth_bound=False)  # the cap still follows the match
+    idx.reset(seq)
+    assert idx.draft()[0] == period[20:30]
+
+
 def test_frequencies_split_the_probability_and_min_prob_stops_the_draft():
     # after "7" came 8 three times and 9 once: p(8) = 3/4; then each 8 was followed by a different token
     seq = [7, 8, 1, 7, 8, 2, 7, 8, 3, 7, 9, 4, 7]
@@ -155,15 +173,16 @@ def _python_draft(idx: SuffixMatchIndex, monkeypatch):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequences, st.lists(st.integers(1, 9), min_size=1, max_size=30),
-       st.sampled_from([(24, 1.0, 0.1, 16, 16), (8, 2.0, 0.0, 4, 8), (12, 0.5, 0.3, 256, 64), (40, 3.0, 0.05, 32, 64)]))
-def test_native_draft_equals_the_python_draft_bit_for_bit(monkeypatch, seq, chunks, setting):
+       st.sampled_from([(24, 1.0, 0.1, 16, 16), (8, 2.0, 0.0, 4, 8), (12, 0.5, 0.3, 256, 64), (40, 3.0, 0.05, 32, 64)]),
+       st.booleans())
+def test_native_draft_equals_the_python_draft_bit_for_bit(monkeypatch, seq, chunks, setting, depth_bound):
     """engine/native's fc_suffix_draft: the same tokens, the same floats and the same match length, as
     tokens are appended in chunks (its token buffer follows the index)."""
     if native.library() is None:
         pytest.skip("no C compiler: the native draft is not built here")
     max_depth, factor, min_prob, candidates, max_tokens = setting
     idx = SuffixMatchIndex(max_depth, max_candidates=candidates, factor=factor, min_prob=min_prob,
-                           max_tokens=max_tokens)
+                           max_tokens=max_tokens, depth_bound=depth_bound)
     end = 0
     for size in chunks:
         end = min(len(seq), end + size)

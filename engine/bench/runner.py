@@ -33,6 +33,9 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # trees, copies and continuations at most 24 tokens deep even where verification is cheap (the default there
     # is 48: engine.cost_model.CHEAP_VERIFY_DRAFTING); on a CPU the same as fastcoder
     "fastcoder-depth24": ("fastcoder", {"tree_max_depth": 24, "copy_max_depth": 24, "draft_len": 24}),
+    # the context copy under SuffixDecoding's suffix-tree bound, match + draft <= copy_max_depth (the default before
+    # 2026-11-27: long agreements drafted as shorter matches; engine.context_match)
+    "fastcoder-copy-bound": ("fastcoder", {"copy_depth_bound": True}),
     # the LM head's whole product and the argmax of its logits at every greedy step, not its argmax by int8
     # screening (engine.lean_forward.forward_greedy; the same tokens)
     "ar-full-head": ("ar", {"screened_head": False}),

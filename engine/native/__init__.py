@@ -107,7 +107,7 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_propose_retrieve.argtypes = [ptr, ptr, i64, i64, i64, i64]
     lib.fc_chain_extend.restype = i64  # a token buffer's occurrence chains (engine.history.TokenMirror)
     lib.fc_chain_extend.argtypes = [ptr, ptr, ptr, i64, i64, i64]
-    lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, ptr, ptr, ptr]
+    lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, i64, ptr, ptr, ptr]
     lib.fc_gemm_supported.restype = ctypes.c_int
     lib.fc_gemm_supported.argtypes = []
     lib.fc_gemm.restype = None

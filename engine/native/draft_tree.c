@@ -531,11 +531,13 @@ int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts
 
    toks: the (n,) sequence. The candidates are the max_candidates most recent earlier occurrences of the last
    token (continuation starts s < n with toks[s - 1] == toks[n - 1], most recent first), found by scanning
-   backwards. Writes at most max_tokens tokens and their probabilities and the match length; returns the
-   draft's length (0: none). */
+   backwards. A draft after a match of m tokens holds at most min(factor * m, max_tokens) tokens, and at most
+   depth - m where depth_bound is nonzero (SuffixDecoding's suffix-tree bound; SuffixMatchIndex.depth_bound).
+   Writes at most max_tokens tokens and their probabilities and the match length; returns the draft's length
+   (0: none). */
 int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, int64_t depth,
-                        double factor, double min_prob, int64_t max_tokens, int64_t *out_tokens,
-                        double *out_probs, int64_t *out_match) {
+                        double factor, double min_prob, int64_t max_tokens, int64_t depth_bound,
+                        int64_t *out_tokens, double *out_probs, int64_t *out_match) {
     enum { MAX_STARTS = 256 };
     int64_t starts[MAX_STARTS], match_of[MAX_STARTS], rows[MAX_STARTS], active[MAX_STARTS];
     int64_t next_active[MAX_STARTS], seen_tok[MAX_STARTS], seen_count[MAX_STARTS];
@@ -560,7 +562,7 @@ int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, 
         for (int64_t i = 0; i < n_starts; i++)  /* occurrences of the last m tokens, most recent first */
             if (match_of[i] == m) rows[n_rows++] = starts[i];
         int64_t cap = (int64_t)(factor * (double)m + 1e-6);
-        if (depth - m < cap) cap = depth - m;
+        if (depth_bound && depth - m < cap) cap = depth - m;
         if (max_tokens < cap) cap = max_tokens;
         if (cap > 64) cap = 64;
         if ((double)cap <= best_score || n_rows == 0) continue;

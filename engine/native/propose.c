@@ -21,8 +21,8 @@
 #include <string.h>
 
 int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, int64_t depth, double factor,
-                        double min_prob, int64_t max_tokens, int64_t *out_tokens, double *out_probs,
-                        int64_t *out_match);
+                        double min_prob, int64_t max_tokens, int64_t depth_bound, int64_t *out_tokens,
+                        double *out_probs, int64_t *out_match);
 int64_t fc_ds_retrieve(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t m, int64_t ctx_len,
                        int64_t n_min, int64_t n_max, int64_t fresh, int64_t max_matches, int64_t draft_len,
                        int32_t *rows_out, int64_t *counts_out, void *scratch);
@@ -221,7 +221,8 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      and 31 the special token ids (sorted int64) and their count (FastCoderDrafter._retrieval_key's first rule), 32
      retrieve_beside_copy (1: D_r and D_c are searched at every cache miss, the copy's source beside theirs), 33
      with pa[32], the step's copy kept for the datastores' call that follows (int64: its length, its match length,
-     then its tokens; written by a step's first call, read by the second);
+     then its tokens; written by a step's first call, read by the second), 34 the copy's depth_bound
+     (fc_suffix_draft);
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
@@ -318,7 +319,7 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
             n_parts = hit = 1;
         }
     }
-    k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], copy_tokens, copy_probs, &match);
+    k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], pa[34], copy_tokens, copy_probs, &match);
     if (pa[32] && pa[33]) { /* kept for the datastores' call, which puts it beside their sources */
         int64_t *kept = (int64_t *)(intptr_t)pa[33];
         kept[0] = k > 0 ? k : 0;

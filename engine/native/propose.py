@@ -75,7 +75,7 @@ def _settings(drafter) -> tuple:
     """The drafter's settings that fc_propose's arguments hold (every value of ``pa``/``pd`` but the addresses)."""
     ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
     return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
-            idx.min_prob, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
+            idx.min_prob, idx.depth_bound, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
             ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter),
             drafter.opts.retrieve_beside_copy)
 
@@ -125,7 +125,7 @@ class ProposeArgs:
 
     def __init__(self, drafter):
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
-        self.pa = np.zeros(34, dtype=np.int64)
+        self.pa = np.zeros(35, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -137,6 +137,7 @@ class ProposeArgs:
         self.special = np.array(sorted(_special(drafter)), dtype=np.int64)  # a context ending in one: no retrieval
         self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
         self.pa[32] = int(bool(opts.retrieve_beside_copy))
+        self.pa[34] = int(idx.depth_bound)
         # retrieve_beside_copy: a step's copy (length, match length, tokens), kept by fc_propose's first call for the
         # datastores' call that puts it beside their sources (not searched twice)
         self.kept_copy = np.zeros(2 + MAX_WIDTH, dtype=np.int64)
