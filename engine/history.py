@@ -110,26 +110,30 @@ class TokenMirror:
         else:
             self.head = np.full(max(len(self.head), 1024), -1, dtype=np.int32)
         self.source, self.array, self.prev = buf, array, prev
+        self._point()
         self._chain(done, n)
         self.length = n
         return n
 
+    def _point(self) -> None:
+        """``pointers`` for the current arrays (after one of them is replaced: a numpy array's ``.ctypes.data`` costs
+        ~20 us a call with the caches cold after a verify forward, so steps that only append reuse them)."""
+        self.pointers = (self.array.ctypes.data, self.prev.ctypes.data, self.head.ctypes.data, len(self.head))
+
     def _chain(self, start: int, end: int) -> None:
-        """Extend the chains over ``array[start:end]`` (growing ``head`` for larger token ids) and refresh
-        ``pointers``."""
+        """Extend the chains over ``array[start:end]`` (growing ``head`` for larger token ids; ``pointers`` are the
+        current arrays')."""
         lib = native.library()
         if lib is None:
             return
         while start < end:
-            start = lib.fc_chain_extend(self.array.ctypes.data, self.prev.ctypes.data, self.head.ctypes.data,
-                                        len(self.head), start, end)
+            array, prev, head, n_head = self.pointers
+            start = lib.fc_chain_extend(array, prev, head, n_head, start, end)
             if start < end:  # a token id past the head table
                 head = np.full(max(2 * len(self.head), int(self.array[start]) + 1), -1, dtype=np.int32)
                 head[:len(self.head)] = self.head
                 self.head = head
-        pointers = (self.array.ctypes.data, self.prev.ctypes.data, self.head.ctypes.data, len(self.head))
-        if pointers != self.pointers:
-            self.pointers = pointers
+                self._point()
 
 
 def longest_agreement(buf: list[int], starts: list[int], ctx: list[int], agreed: int) -> tuple[int, list[int]]:
