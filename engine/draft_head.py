@@ -207,6 +207,10 @@ class DepthOneFeature:
         self.seen_values = np.zeros(2 * SEEN_CAP, dtype=np.float64)
         self.learned = 0  # depth-1 nodes learned from
         self._native = self._native_args()
+        # hidden-state blocks already checked for the C call -> (address, rows, row stride): the native step hands
+        # out the same few views every step, and their eight tensor attribute reads cost ~10-20 us a step with the
+        # caches cold after a verify forward (the tensors are held, so an address is never another tensor's)
+        self._blocks: dict = {}
 
     def _native_args(self):
         """(``fc_head_hidden``, ``fc_head_step``, their packed int64 and float64 arguments' addresses, the buffers
@@ -238,11 +242,17 @@ class DepthOneFeature:
         reading the row in place (the Python calls and tensor indexing cost ~100 us a step with the caches cold)."""
         rows = holder[0]
         native = self._native
-        if native is not None and rows is not None and rows.dtype == torch.float32 and rows.is_cpu \
-                and rows.dim() == 3 and rows.shape[2] == self.hidden.shape[0] and rows.stride(2) == 1:
-            self.learned += native[1](native[2], native[3], rows.data_ptr(), rows.shape[1], rows.stride(1), row,
-                                      first, self.learning_rate)
-            return
+        if native is not None and rows is not None:
+            block = self._blocks.get(rows)
+            if block is None and rows.dtype == torch.float32 and rows.is_cpu and rows.dim() == 3 \
+                    and rows.shape[2] == self.hidden.shape[0] and rows.stride(2) == 1:
+                if len(self._blocks) >= 256:  # a new scratch's views: the old ones are let go
+                    self._blocks.clear()
+                block = self._blocks[rows] = (rows.data_ptr(), rows.shape[1], rows.stride(1))
+            if block is not None:
+                self.learned += native[1](native[2], native[3], block[0], block[1], block[2], row, first,
+                                          self.learning_rate)
+                return
         self.learn(first)
         if rows is None or not 0 <= row < rows.shape[1]:
             self.params[0] = 0.0
