@@ -75,7 +75,7 @@ def _settings(drafter) -> tuple:
     """The drafter's settings that fc_propose's arguments hold (every value of ``pa``/``pd`` but the addresses)."""
     ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
     return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
-            idx.min_prob, idx.depth_bound, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
+            idx.min_prob, idx.depth_bound, drafter.opts.tree_max_depth, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
             ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter),
             drafter.opts.retrieve_beside_copy)
 
@@ -125,6 +125,7 @@ class ProposeArgs:
 
     def __init__(self, drafter):
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
+        self.lib = library()  # loaded before any ProposeArgs is made (supported); one module call less a step
         self.pa = np.zeros(35, dtype=np.int64)
         self.pd = np.zeros(3, dtype=np.float64)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
@@ -170,14 +171,16 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     their sources then going to a second ``fc_propose`` call). ``cost``: the
     verify cost at this context's length (the drafter's per-bucket curve). None where the Python path must run
     from the start (nothing has been searched yet: the C code refused the settings or the estimates)."""
-    lib = library()
     args = drafter._native_args
     if args is None:
         args = drafter._native_args = propose_args(drafter)
+    lib = args.lib
     idx = drafter.context_index
     idx.extend_to(context)
     seq = idx._native if idx._native is not None else idx._native_buffers()
-    sc = thread_scratch(drafter.opts.tree_max_depth)
+    sc = args.scratch  # this thread's (args are per thread), unless a deeper bound needs a wider one
+    if sc is None or sc.fits[1] < drafter.opts.tree_max_depth:
+        sc = thread_scratch(drafter.opts.tree_max_depth)
     if getattr(cost, "upto", None) is None or not sc.use_estimator(drafter.estimator):
         return None
     pa = args.pa
