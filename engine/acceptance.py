@@ -157,6 +157,7 @@ class AcceptanceEstimator:
         #: builders apply it to every depth-1 node's estimate; the decoder feeds and teaches it.
         self.depth_one = None
         self._pseudo = (0.0, 0.0)  # (accepted, tried) pseudo-observations in the arrays, summed
+        self._views = None  # the four arrays and memoryviews of them (update's per-node loop)
         if prior is not None and prior.strength > 0.0:
             rates = prior.rates()
             self.accepted[:] = prior.strength * rates
@@ -199,16 +200,25 @@ class AcceptanceEstimator:
         if len(keys) == 0:
             return
         if len(keys) <= UPDATE_PYTHON_NODES:  # every step's tree: a Python loop beats eight array calls
+            # through memoryviews of the same arrays: an item's += is a plain C path there, where numpy boxes a
+            # scalar and runs its indexing (~5-10 us a step with the caches cold after a verify forward)
+            views = self._views
+            if views is None or views[0] is not self.accepted or views[1] is not self.tried \
+                    or views[2] is not self.pooled_accepted or views[3] is not self.pooled_tried:
+                views = self._views = (self.accepted, self.tried, self.pooled_accepted, self.pooled_tried,
+                                       memoryview(self.accepted), memoryview(self.tried),
+                                       memoryview(self.pooled_accepted), memoryview(self.pooled_tried))
+            acc, tried, pooled_acc, pooled_tried = views[4:]
             accepted = {-1, *path}  # -1: the pending token (always "accepted")
             keys_list = np.asarray(keys).tolist()
             for key, parent in zip(keys_list, np.asarray(parents).tolist()):
                 if parent in accepted:
-                    self.tried[key] += 1.0
-                    self.pooled_tried[pooled_key(key)] += 1.0
+                    tried[key] += 1.0
+                    pooled_tried[(key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE] += 1.0
             for node in path:
                 key = keys_list[node]
-                self.accepted[key] += 1.0
-                self.pooled_accepted[pooled_key(key)] += 1.0
+                acc[key] += 1.0
+                pooled_acc[(key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE] += 1.0
             return
         keys = np.asarray(keys, dtype=np.int64)
         tried = keys[tried_nodes(parents, path)]

@@ -3,27 +3,18 @@ kept in ProposeArgs), inside one bench run: method ``fastcoder-old`` runs the b7
 executed in engine.native.propose's namespace), interleaved per task with fastcoder. Prints each variant's propose
 time per call at exit (the bench JSON has their drafting per step). Usage: as `python -m engine bench` with
 --methods fastcoder,fastcoder-old."""
-import atexit
-import subprocess
 import sys
 import time
-from collections import defaultdict
-
-import numpy as np
+from pathlib import Path
 
 import engine.drafters as D
 import engine.native.propose as P
-from engine.bench import runner
 
-src = subprocess.run(["git", "show", "b73bace:engine/native/propose.py"], capture_output=True, text=True,
-                     check=True).stdout
-start = src.index("def propose_native(")
-end = src.index("\ndef _python_tree(")
-namespace = dict(vars(P))
-exec(compile(src[start:end], "propose_native@b73bace", "exec"), namespace)
-variants = {"fastcoder": P.propose_native, "fastcoder-old": namespace["propose_native"]}
-runner.METHOD_SPECS["fastcoder-old"] = runner.METHOD_SPECS["fastcoder"]
-times = defaultdict(list)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_common import TIMES, old_function, run  # noqa: E402
+
+old = old_function("b73bace", "engine/native/propose.py", "def propose_native(", "\ndef _python_tree(", P)
+variants = {"fastcoder": P.propose_native, "fastcoder-old": old}
 current = ["fastcoder"]
 propose = D.FastCoderDrafter.propose
 
@@ -31,35 +22,14 @@ propose = D.FastCoderDrafter.propose
 def timed(self, context):
     t = time.perf_counter()
     tree = propose(self, context)
-    times[current[0]].append(time.perf_counter() - t)
+    TIMES[current[0]].append(time.perf_counter() - t)
     return tree
 
 
+def switch(name):
+    current[0] = name
+    P.propose_native = variants[name]
+
+
 D.FastCoderDrafter.propose = timed
-run_one = runner.run_one
-
-
-def run_one_toggled(decoder, method, *args, **kwargs):
-    current[0] = method if method in variants else "fastcoder"
-    P.propose_native = variants[current[0]]
-    try:
-        return run_one(decoder, method, *args, **kwargs)
-    finally:
-        P.propose_native = variants["fastcoder"]
-
-
-runner.run_one = run_one_toggled
-
-
-@atexit.register
-def report():
-    for name, v in times.items():
-        v = np.array(v) * 1e6
-        print(f"{name}: propose n={len(v)} mean {v.mean():.1f} us, p50 {np.median(v):.1f}, p90 {np.percentile(v, 90):.1f}",
-              file=sys.stderr)
-
-
-from engine.cli import main  # noqa: E402
-
-sys.argv = ["engine"] + sys.argv[1:]
-main()
+run(["fastcoder-old"], switch, "propose")
