@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .draft_tree import SOURCE_NAMES
+from .draft_tree import SOURCE_NAMES, hits_by_source
 from .drafters import FastCoderCache, make_drafter
 from .hf_baseline import generate_prompt_lookup
 from .kv_cache import new_kv_cache
@@ -89,18 +89,6 @@ def default_draft_budget(device: torch.device) -> int:
     c(n) grows with n (tiny-py-coder, 2 cores: c(16) ~ 1.3-1.9, c(64) ~ 2.9-4; budget 16 made
     fastcoder 1.81-2.07x faster than ar on three repositories, budget 64 1.38-1.76x)."""
     return 64 if device.type in ("cuda", "xpu") else 16
-
-
-def hits_by_source(bit_counts: list[int]) -> dict[str, int]:
-    """Accepted draft nodes per source name (:data:`engine.draft_tree.SOURCE_NAMES`) from counts per source bitmask
-    (``bit_counts[b]``: nodes whose ``DraftTree.sources`` value is b); a node of several sources counts for each."""
-    hits = {name: 0 for name in SOURCE_NAMES.values()}
-    for bits, count in enumerate(bit_counts):
-        if count:
-            for bit, name in SOURCE_NAMES.items():
-                if bits & bit:
-                    hits[name] += count
-    return hits
 
 
 class SpeculativeDecoder:
@@ -588,9 +576,9 @@ class SpeculativeDecoder:
     def _learn(self, drafter, context: np.ndarray, tree, path: list[int], committed: list[int], hits: list) -> float:
         """After a verification: update the acceptance estimates, let the drafter observe what was
         committed (``committed``: the ``path`` nodes' tokens, then the model's own token), count accepted
-        nodes per source bitmask into ``hits`` ((256,) list, :func:`hits_by_source` names them at the end: a
-        per-node loop over the sources and a fancy index cost ~40 us a step with the caches cold). Returns the
-        drafter's observe time in seconds (drafting work)."""
+        nodes per source bitmask into ``hits`` ((256,) list; :func:`engine.draft_tree.hits_by_source` names them
+        at the end: a per-node loop over the sources and a fancy index cost ~40 us a step with the caches cold).
+        Returns the drafter's observe time in seconds (drafting work)."""
         if self.estimator is not None and tree.keys is not None:
             if tree.n_adaptive:
                 n = tree.n_draft
