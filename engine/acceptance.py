@@ -214,11 +214,11 @@ class AcceptanceEstimator:
             for key, parent in zip(keys_list, np.asarray(parents).tolist()):
                 if parent in accepted:
                     tried[key] += 1.0
-                    pooled_tried[(key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE] += 1.0
+                    pooled_tried[pooled_key(key)] += 1.0
             for node in path:
                 key = keys_list[node]
                 acc[key] += 1.0
-                pooled_acc[(key // ALTERNATIVE_STRIDE) * SOURCE_STRIDE + key % SOURCE_STRIDE] += 1.0
+                pooled_acc[pooled_key(key)] += 1.0
             return
         keys = np.asarray(keys, dtype=np.int64)
         tried = keys[tried_nodes(parents, path)]

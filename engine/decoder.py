@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .draft_tree import SOURCE_NAMES, hits_by_source
+from .draft_tree import hits_by_source
 from .drafters import FastCoderCache, make_drafter
 from .hf_baseline import generate_prompt_lookup
 from .kv_cache import new_kv_cache
@@ -620,7 +620,7 @@ class SpeculativeDecoder:
             "prefill_ms": _ms(t_prefill - t0),
             "decode_ms": _ms(t_end - t_prefill),
             "retrieval_ms": _ms(retrieval_s),
-            "hits": hits_by_source(hits) if isinstance(hits, list) else hits,
+            "hits": hits_by_source(hits),
         }
         return GenerationResult(text, out, finish, stats)
 
@@ -628,7 +628,7 @@ class SpeculativeDecoder:
         """Baseline: transformers' own prompt lookup decoding (:func:`engine.hf_baseline.generate_prompt_lookup`)."""
         run = generate_prompt_lookup(self.loaded, ids, max_new, params, seed)
         res = self._result(ids, run.new, run.finish, run.t0, run.t_prefill, run.t_end, [],
-                           {n: 0 for n in SOURCE_NAMES.values()}, 0.0, truncated, stop)
+                           [0] * 256, 0.0, truncated, stop)
         # transformers does not expose per-step acceptance: only the totals are known
         res.stats.update(forward_passes=run.passes, accepted_lengths=[], draft_sizes=[],
                          mean_accepted_length=round((len(run.new) - 1) / run.passes, 4) if run.passes else 0.0)

@@ -7,8 +7,9 @@ layer at every forward: the whole cache is copied each step. For tiny-py-coder o
 ``(batch, kv_heads, capacity, head_dim)``, writes the new entries in place and exposes ``keys``/``values`` as
 views of the filled part, so a step copies only its own new entries. Capacity grows by doubling (amortised
 O(1) per token); CPU buffers of 2 MB or more are whole huge pages (:mod:`engine.huge_pages`: a forward reads the
-whole cache, and 4 KB pages cost it TLB misses and prefetches cut at every page). Cropping (rejected draft tokens) only moves the fill mark; compaction of accepted tree
-nodes (:func:`engine.verify.compact_cache`) writes through the views into the buffer.
+whole cache, and 4 KB pages cost it TLB misses and prefetches cut at every page). Cropping (rejected draft
+tokens) only moves the fill mark; compaction of accepted tree nodes (:func:`engine.verify.compact_cache`) writes
+through the views into the buffer.
 
 The cache object is transformers' own :class:`~transformers.DynamicCache` with its layers replaced, so the
 model's attention, mask construction and ``get_seq_length``/``crop`` work unchanged.

@@ -95,8 +95,9 @@ class PackReport:
 
 
 def weights_on_huge_pages_mb(packing: "PackReport | None") -> float:
-    """MB (1 decimal) of a loaded model's packed weights on 2 MB pages, from its :class:`PackReport` (``loaded.packing``;
-    0.0 for None or nothing packed natively): what ``fastcoder/status`` and the benchmark JSON report."""
+    """MB (1 decimal) of a loaded model's packed weights on 2 MB pages, from its :class:`PackReport`
+    (``loaded.packing``; 0.0 for None or nothing packed natively): what ``fastcoder/status`` and the benchmark JSON
+    report."""
     return round(getattr(packing, "huge_page_bytes", 0) / 2**20, 1)
 
 

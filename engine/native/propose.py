@@ -75,7 +75,8 @@ def _settings(drafter) -> tuple:
     """The drafter's settings that fc_propose's arguments hold (every value of ``pa``/``pd`` but the addresses)."""
     ret, cache, idx, hist = drafter.ret, drafter.cache, drafter.context_index, drafter.history
     return (cache.n_max, cache.n_min, ret.draft_len, idx.max_candidates, idx.max_depth, idx.max_tokens, idx.factor,
-            idx.min_prob, idx.depth_bound, drafter.opts.tree_max_depth, None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
+            idx.min_prob, idx.depth_bound, drafter.opts.tree_max_depth,
+            None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
             ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter),
             drafter.opts.retrieve_beside_copy)
 
