@@ -28,8 +28,8 @@ from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
 from .steps import decode_one_token, decode_one_token_greedy, prefill
 from .stops import hit_stop, stop_cut, stop_table, stop_tokens, stop_touching
-from .verify import (SamplingParams, accept, choose_token, compact_cache, prune_after_stop, tree_forward,
-                     verify_greedy)
+from .verify import (SamplingParams, accept, choose_token, compact_cache, greedy_verifier, prune_after_stop,
+                     tree_forward)
 
 log = logging.getLogger(__name__)
 
@@ -398,6 +398,8 @@ class SpeculativeDecoder:
         stop_tokens = self._stop_tokens(stop) if drafter is not None else None
         # greedy steps without a token-healing constraint take each row's argmax without the logits
         argmax_only = self.screened and params.greedy and greedy_ready(model)
+        # a greedy step's verification for this generation's cache, its checks made once (generate() pins the weights)
+        verify = greedy_verifier(model, cache) if argmax_only and drafter is not None else None
         # the stop strings are searched for only after a token that shares a byte with one of them
         stop_touch = self._stop_touching(stop)
         searched = 0  # tokens of ``out`` the last search covered
@@ -505,7 +507,7 @@ class SpeculativeDecoder:
             draft_sizes.append(len(tree))
             if argmax_only and not remaining and not tree.n_adaptive:
                 # forward, walk and compaction (one native call on a CPU): timed as the forward
-                path, committed = verify_greedy(model, cache, pending, tree, past_len)
+                path, committed = verify(pending, tree, past_len)
                 forward_s += time.perf_counter() - t_forward
             else:
                 logits = tree_forward(model, cache, pending, tree, past_len)

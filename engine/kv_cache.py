@@ -17,6 +17,7 @@ model's attention, mask construction and ``get_seq_length``/``crop`` work unchan
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -28,6 +29,23 @@ from . import huge_pages, native
 
 #: Initial capacity (tokens) of a layer's buffers when the first update is smaller.
 MIN_CAPACITY = 256
+
+#: The last value :func:`buffers_epoch` returned for a change, and the numbers it takes them from.
+_EPOCH = [0]
+_EPOCHS = itertools.count(1)
+
+
+def buffers_epoch() -> int:
+    """A number that changes whenever the key or value buffer of any :class:`PreallocatedLayer` is allocated,
+    replaced or dropped (a new layer, growth, a reset, a batch reorder, a new tensor assigned to ``keys`` or
+    ``values``), never back to a value it had. A native step that checked one cache's buffers at one value need not
+    check them again while it holds (:class:`engine.native.step.BoundVerify`: ~15 us a step of Python with the
+    caches cold after a forward). Moving the fill mark (updates that fit, crops, compaction) does not change it."""
+    return _EPOCH[0]
+
+
+def _buffers_changed() -> None:
+    _EPOCH[0] = next(_EPOCHS)  # a fresh number even where two threads change buffers at once
 
 
 class _FilledView:
@@ -48,6 +66,7 @@ class _FilledView:
     def __set__(self, layer, value) -> None:
         if getattr(layer, self.buffer) is not None:
             setattr(layer, self.buffer, value)
+            _buffers_changed()
             if value is not None:
                 layer._len = int(value.shape[-2])
         layer.__dict__[self.held] = value
@@ -70,6 +89,7 @@ class PreallocatedLayer(DynamicLayer):
         self._want = int(capacity)
         self._kbuf = self._vbuf = None
         self._len = 0
+        _buffers_changed()
 
     keys = _FilledView("_kbuf", "_keys")
     values = _FilledView("_vbuf", "_values")
@@ -89,6 +109,7 @@ class PreallocatedLayer(DynamicLayer):
         super().lazy_initialization(key_states, value_states)
         self._kbuf = self._vbuf = None
         self._len = 0
+        _buffers_changed()
 
     def _ensure(self, need: int, like: torch.Tensor) -> None:
         cap = self.capacity
@@ -107,6 +128,7 @@ class PreallocatedLayer(DynamicLayer):
             kbuf[..., :self._len, :] = self._kbuf[..., :self._len, :]
             vbuf[..., :self._len, :] = self._vbuf[..., :self._len, :]
         self._kbuf, self._vbuf = kbuf, vbuf
+        _buffers_changed()
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -134,6 +156,7 @@ class PreallocatedLayer(DynamicLayer):
     def reset(self) -> None:
         self._kbuf = self._vbuf = None
         self._len = 0
+        _buffers_changed()
         super().reset()
 
     def batch_repeat_interleave(self, repeats: int) -> None:
@@ -141,12 +164,14 @@ class PreallocatedLayer(DynamicLayer):
         if self._kbuf is not None:
             self._kbuf = self._kbuf.repeat_interleave(repeats, dim=0)
             self._vbuf = self._vbuf.repeat_interleave(repeats, dim=0)
+            _buffers_changed()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the batch rows ``indices`` (as DynamicLayer), on the buffers so the views stay theirs."""
         if self._kbuf is not None:
             self._kbuf = self._kbuf[indices, ...]
             self._vbuf = self._vbuf[indices, ...]
+            _buffers_changed()
 
 
 #: Per thread: the row indices :func:`move_rows` hands the C code ((MOVE_ROWS_MAX,) int64) and their address.

@@ -423,6 +423,20 @@ def greedy_tree_verify(model, cache, pending: int, tree, past: int) -> tuple[lis
     return _with_step(model, GreedyStep.verify, pending, tree, past, cache)
 
 
+def bind_greedy_verify(model, cache, fallback):
+    """:func:`greedy_tree_verify` for one generation on ``cache`` (:meth:`engine.native.step.GreedyStep.bind`: the
+    checks made once, then only where something they covered changed), or None where no step serves ``model`` now.
+    ``fallback(pending, tree, past)`` runs the steps it does not take. Use it inside
+    :func:`weights_pinned`: the weights are not checked again after the first call."""
+    if model.training or torch.is_grad_enabled():
+        return None
+    one = _step_of(model, 1)
+    if one is None:
+        return None
+    first_attn = getattr(model, STEP_ATTR)[2]
+    return one.bind(cache, model.__dict__[HIDDEN_ATTR], getattr(first_attn, ROWS_ATTR, 0), fallback)
+
+
 def _with_step(model, method, pending: int, tree, past: int, cache):
     """``method`` (:meth:`GreedyStep.tree` or :meth:`GreedyStep.verify`) of ``model``'s step for ``tree``, or None
     where no step serves; a step that finds the embedding or the head replaced is made again on the next call."""

@@ -21,7 +21,8 @@ import torch
 from . import native
 from .draft_tree import DraftTree
 from .kv_cache import move_rows
-from .lean_forward import forward_greedy, forward_logits, greedy_tree_step, greedy_tree_verify
+from .lean_forward import (bind_greedy_verify, forward_greedy, forward_logits, greedy_tree_step,
+                           greedy_tree_verify)
 from .native.linear import known_argmax
 
 
@@ -266,6 +267,19 @@ def verify_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) ->
         return got
     # the one-call step declined: the same checks would decline tree_forward_greedy's, so the tensors' path
     return walk_and_compact(_tree_forward_greedy_calls(model, cache, pending, tree, past_len), tree, past_len, cache)
+
+
+def greedy_verifier(model, cache) -> Callable[[int, DraftTree, int], tuple[list[int], list[int]]]:
+    """:func:`verify_greedy` on ``cache`` for one generation: ``verify(pending, tree, past_len) -> (path, committed)``.
+    A float32 CPU model on the native stack gets :class:`engine.native.step.BoundVerify` (the one-call step with its
+    checks made once, not at every step: ~45 us less Python a step with the caches cold), everything else
+    :func:`verify_greedy` itself. Call it inside :func:`engine.lean_forward.weights_pinned` (no weight changes during
+    the generation), on the thread that decodes."""
+    def fallback(pending: int, tree: DraftTree, past_len: int) -> tuple[list[int], list[int]]:
+        return verify_greedy(model, cache, pending, tree, past_len)
+
+    bound = bind_greedy_verify(model, cache, fallback)
+    return fallback if bound is None else bound
 
 
 def walk_and_compact(best: list[int], tree: DraftTree, past_len: int, cache) -> tuple[list[int], list[int]]:

@@ -60,14 +60,18 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
         verified.append(tree)
         return real_forward(model, cache, pending, tree, past_len, **kw)
 
-    real_greedy = decoder_module.verify_greedy
+    real_verifier = decoder_module.greedy_verifier
 
-    def recording_greedy(model, cache, pending, tree, past_len):  # greedy steps' verification (the head screened)
-        verified.append(tree)
-        return real_greedy(model, cache, pending, tree, past_len)
+    def recording_verifier(model, cache):  # greedy steps' verification (the head screened)
+        verify = real_verifier(model, cache)
+
+        def recording(pending, tree, past_len):
+            verified.append(tree)
+            return verify(pending, tree, past_len)
+        return recording
 
     monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
-    monkeypatch.setattr(decoder_module, "verify_greedy", recording_greedy)
+    monkeypatch.setattr(decoder_module, "greedy_verifier", recording_verifier)
     prompts = [ids for _, ids in real_code_prompts[:6]]
     ar = SpeculativeDecoder(tiny_coder, "ar")
     pruned = SpeculativeDecoder(tiny_coder, "fastcoder")
@@ -131,18 +135,22 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
     """A path longer than the tokens the generation may still add is cut at ``max_new_tokens`` whatever it holds:
     such nodes are not verified (trees of a repeated text, whose copies run long), and the output is ar's."""
     seen = []  # (tree, tokens generated before its step)
-    real_forward, real_greedy = decoder_module.tree_forward, decoder_module.verify_greedy
+    real_forward, real_verifier = decoder_module.tree_forward, decoder_module.greedy_verifier
 
     def recording_forward(model, cache, pending, tree, past_len, **kw):
         seen.append((tree, past_len))
         return real_forward(model, cache, pending, tree, past_len, **kw)
 
-    def recording_greedy(model, cache, pending, tree, past_len):
-        seen.append((tree, past_len))
-        return real_greedy(model, cache, pending, tree, past_len)
+    def recording_verifier(model, cache):
+        verify = real_verifier(model, cache)
+
+        def recording(pending, tree, past_len):
+            seen.append((tree, past_len))
+            return verify(pending, tree, past_len)
+        return recording
 
     monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
-    monkeypatch.setattr(decoder_module, "verify_greedy", recording_greedy)
+    monkeypatch.setattr(decoder_module, "greedy_verifier", recording_verifier)
     ar = SpeculativeDecoder(tiny_coder, "ar")
     deepest = 0
     for _, ids in real_code_prompts[:3]:

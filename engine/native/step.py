@@ -10,8 +10,9 @@ tiny-py-coder step over 1,000 cached tokens on this project's 2-core CPU
 per step only what can change between steps: the weights (once per generation inside
 :meth:`engine.native.layer.FusedPlan.pinned`), the cache's buffers, the row count. Entry points: :meth:`GreedyStep.tree`
 (a plain step or a tree's forward from the tree's own arrays: ``fc_greedy_tree_step``), :meth:`GreedyStep.verify` (the
-same, walked and compacted: ``fc_greedy_tree_verify``) and :meth:`GreedyStep.run` (a forward from tensors:
-``fc_greedy_step``). The arithmetic is the separate calls', so tokens and cache bytes are the same bits.
+same, walked and compacted: ``fc_greedy_tree_verify``), :class:`BoundVerify` (``verify`` for one cache through one
+generation, its checks made again only where something they covered changed) and :meth:`GreedyStep.run` (a forward
+from tensors: ``fc_greedy_step``). The arithmetic is the separate calls', so tokens and cache bytes are the same bits.
 
 :mod:`engine.lean_forward` decides when a step takes it (the native attention and fused layer serve the model, the
 LM head has a screen); this module checks tensors and moves pointers.
@@ -27,6 +28,7 @@ import weakref
 import numpy as np
 import torch
 
+from ..kv_cache import buffers_epoch
 from .layer import FusedPlan, mask_args, point_at_cache
 from .linear import sync_threads
 from .screened_head import ScreenedHead
@@ -261,6 +263,11 @@ class GreedyStep:
         screen.exact += int(scratch.exact[0])
         return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
 
+    def bind(self, cache, kept: list, max_rows: int, fallback) -> "BoundVerify":
+        """:meth:`verify` on ``cache`` for one generation (:class:`BoundVerify`); ``max_rows``: the most rows the
+        native attention takes; ``fallback(pending, tree, past)``: what runs a step this one does not take."""
+        return BoundVerify(self, cache, kept, min(max_rows, self.max_rows), fallback)
+
     def run(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor | None, cache,
             kept: list) -> list[int] | None:
         """The greedy token after each row, the cache extended by the rows, or None with nothing done (a call this
@@ -293,3 +300,78 @@ class GreedyStep:
         got = self.lib.fc_greedy_step(scratch.sa_ptr, self._sd_ptr, input_ids.data_ptr(), position_ids.data_ptr(),
                                       rows, past, mptr, kind, strides, scratch.argmax_ptr)
         return self._finish(got, scratch, layers, past, rows, kept)
+
+
+class BoundVerify:
+    """:meth:`GreedyStep.verify` for one cache through one generation, with its checks made once and then only
+    where something they covered can have changed.
+
+    Each :meth:`GreedyStep.verify` checks that the embedding and LM head are the step's (``stale``), that the fused
+    plan's weights are current, that the cache's buffers are the ones the plan points at (a map over every layer's two
+    buffers), and finds the thread's scratch, four calls deep from the decoder: ~45 us of Python a step with the
+    caches cold after the forward (``benchmarks/results/2026-11-27e/``). Here they run at the first call and again
+    only when a cheap test fails: another buffer anywhere (:func:`engine.kv_cache.buffers_epoch`), a plan pointed
+    at another cache since, more rows than the checked capacity, a fill mark that is not ``past`` in every layer, a
+    scratch too small. The weights are not checked again inside the generation: its caller holds
+    :meth:`engine.native.layer.FusedPlan.pinned`'s promise that none changes there.
+
+    Call ``bound(pending, tree, past) -> (path, committed)`` as :func:`engine.verify.verify_greedy`; a step it does not
+    take runs ``fallback(pending, tree, past)`` (the three-call path and the walk in Python). Raises MemoryError as
+    :meth:`GreedyStep.run`.
+    """
+
+    __slots__ = ("step", "cache", "kept", "max_rows", "fallback", "epoch", "layers", "capacity", "pointed", "fn",
+                 "sd_ptr")
+
+    def __init__(self, step: GreedyStep, cache, kept: list, max_rows: int, fallback):
+        self.step, self.cache, self.kept, self.max_rows, self.fallback = step, cache, kept, max_rows, fallback
+        self.epoch = self.layers = self.pointed = None  # nothing checked yet
+        self.capacity = 0
+        self.fn, self.sd_ptr = step.lib.fc_greedy_tree_verify, step._sd_ptr
+
+    def _check(self, rows: int, past: int) -> bool:
+        """:meth:`GreedyStep._ready`'s checks for ``rows`` rows after ``past`` entries (the plan pointed at the cache
+        and its buffers grown where needed), and what they found kept for the next calls; False where they fail."""
+        step, cache = self.step, self.cache
+        self.epoch = None
+        ready = step._ready(cache, rows)
+        if ready is None or ready[1] != past:
+            return False
+        view = cache.__dict__.get(VIEW_ATTR)
+        if view is None:
+            return False
+        self.layers, self.capacity, self.pointed = ready[0], view.capacity, step.plan.pointed
+        self.epoch = buffers_epoch()  # after _ready, which may have grown the buffers
+        return True
+
+    def __call__(self, pending: int, tree, past: int) -> tuple[list[int], list[int]]:
+        n = len(tree)
+        rows = n + 1
+        step = self.step
+        if rows > self.max_rows:
+            return self.fallback(pending, tree, past)
+        if (self.epoch != buffers_epoch() or past + rows > self.capacity or step.plan.pointed is not self.pointed
+                or not all(map(past.__eq__, map(_LEN, self.layers)))):
+            if not self._check(rows, past):
+                return self.fallback(pending, tree, past)
+        scratch = getattr(step._local, "held", None)
+        floats = rows * (past + rows) if n else 0
+        if scratch is None or scratch.rows < rows or scratch.floats < floats:
+            scratch = step._scratch(rows, floats)
+        if n:
+            scratch.tokens[:n] = tree.tokens
+            scratch.parents[:n] = tree.parents
+        sync_threads(step.lib)
+        got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
+                      *scratch.verify_ptrs)
+        if got < 0:  # no memory (raises), or the whole head's tokens: walked here
+            best = step._finish(got, scratch, self.layers, past, rows, self.kept)
+            return self.fallback(pending, tree, past) if best is None else step.walk(best, tree, past, self.cache)
+        end = past + 1 + got
+        for layer in self.layers:
+            layer._len = end
+        self.kept[0] = scratch.out_rows[rows]
+        screen = step.screen
+        screen.rows += rows
+        screen.exact += int(scratch.exact[0])
+        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
