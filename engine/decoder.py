@@ -386,7 +386,7 @@ class SpeculativeDecoder:
         out: list[int] = []
         accepted_lengths: list[int] = []
         draft_sizes: list[int] = []
-        hits = [0] * 256  # accepted draft nodes per source bitmask (uint8); per source name in the result
+        hits = np.zeros(256, dtype=np.int64)  # accepted draft nodes per source bitmask; per source name in the result
         retrieval_s = forward_s = 0.0  # drafting; the decode steps' forwards
         finish = "length"
         skip = len(remaining.decode("utf-8", errors="ignore"))  # stop strings apply after the constraint
@@ -398,8 +398,9 @@ class SpeculativeDecoder:
         stop_tokens = self._stop_tokens(stop) if drafter is not None else None
         # greedy steps without a token-healing constraint take each row's argmax without the logits
         argmax_only = self.screened and params.greedy and greedy_ready(model)
-        # a greedy step's verification for this generation's cache, its checks made once (generate() pins the weights)
-        verify = greedy_verifier(model, cache) if argmax_only and drafter is not None else None
+        # a greedy step's verification for this generation's cache, its checks made once (generate() pins the weights),
+        # the acceptance counts and per-source hits learned in the same native call where it can
+        verify = greedy_verifier(model, cache, self.estimator, hits) if argmax_only and drafter is not None else None
         # the stop strings are searched for only after a token that shares a byte with one of them
         stop_touch = self._stop_touching(stop)
         searched = 0  # tokens of ``out`` the last search covered
@@ -505,9 +506,10 @@ class SpeculativeDecoder:
             t_forward = time.perf_counter()
             retrieval_s += t_forward - t
             draft_sizes.append(len(tree))
+            counted = False  # the estimates and hits learned in the verification's call
             if argmax_only and not remaining and not tree.n_adaptive:
-                # forward, walk and compaction (one native call on a CPU): timed as the forward
-                path, committed = verify(pending, tree, past_len)
+                # forward, walk, compaction and the counts (one native call on a CPU): timed as the forward
+                path, committed, counted = verify(pending, tree, past_len)
                 forward_s += time.perf_counter() - t_forward
             else:
                 logits = tree_forward(model, cache, pending, tree, past_len)
@@ -517,7 +519,7 @@ class SpeculativeDecoder:
                 committed = tree.tokens[path].tolist() + [bonus]
             if tree.n_adaptive:
                 drafter.observe_logits(ctx_view, tree, logits, path, committed)
-            retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits)
+            retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits, counted)
             if head is not None:
                 self._feed_head(path, committed[0])
             accepted_lengths.append(len(committed))
@@ -575,12 +577,19 @@ class SpeculativeDecoder:
 
         return accept_constrained(logits, tree, params, generator, remaining, self.token_bytes)
 
-    def _learn(self, drafter, context: np.ndarray, tree, path: list[int], committed: list[int], hits: list) -> float:
+    def _learn(self, drafter, context: np.ndarray, tree, path: list[int], committed: list[int], hits: np.ndarray,
+               counted: bool = False) -> float:
         """After a verification: update the acceptance estimates, let the drafter observe what was
         committed (``committed``: the ``path`` nodes' tokens, then the model's own token), count accepted
-        nodes per source bitmask into ``hits`` ((256,) list; :func:`engine.draft_tree.hits_by_source` names them
+        nodes per source bitmask into ``hits`` ((256,) int64; :func:`engine.draft_tree.hits_by_source` names them
         at the end: a per-node loop over the sources and a fancy index cost ~40 us a step with the caches cold).
-        Returns the drafter's observe time in seconds (drafting work)."""
+        ``counted``: the verification's native call did the estimates and the count already
+        (:class:`engine.native.step.BoundVerify`); only the drafter observes. Returns the drafter's observe time
+        in seconds (drafting work)."""
+        if counted:
+            t = time.perf_counter()
+            drafter.observe(context, tree, path, committed)
+            return time.perf_counter() - t
         if self.estimator is not None and tree.keys is not None:
             if tree.n_adaptive:
                 n = tree.n_draft

@@ -27,15 +27,16 @@ SOURCE_NAMES = {SOURCE_CACHE: "cache", SOURCE_REPO: "repo", SOURCE_COMMON: "comm
                 SOURCE_ADAPTIVE: "adaptive", SOURCE_SUFFIX: "suffix", SOURCE_HISTORY: "history"}
 
 
-def hits_by_source(bit_counts: list[int]) -> dict[str, int]:
+def hits_by_source(bit_counts) -> dict[str, int]:
     """Accepted draft nodes per source name (:data:`SOURCE_NAMES`) from counts per source bitmask
-    (``bit_counts[b]``: nodes whose ``DraftTree.sources`` value is b); a node of several sources counts for each."""
+    (``bit_counts[b]``, a list or a (256,) int array: nodes whose ``DraftTree.sources`` value is b); a node of several
+    sources counts for each. The counts are Python ints."""
     hits = {name: 0 for name in SOURCE_NAMES.values()}
     for bits, count in enumerate(bit_counts):
         if count:
             for bit, name in SOURCE_NAMES.items():
                 if bits & bit:
-                    hits[name] += count
+                    hits[name] += int(count)
     return hits
 
 

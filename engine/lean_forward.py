@@ -423,18 +423,19 @@ def greedy_tree_verify(model, cache, pending: int, tree, past: int) -> tuple[lis
     return _with_step(model, GreedyStep.verify, pending, tree, past, cache)
 
 
-def bind_greedy_verify(model, cache, fallback):
+def bind_greedy_verify(model, cache, fallback, learn=None):
     """:func:`greedy_tree_verify` for one generation on ``cache`` (:meth:`engine.native.step.GreedyStep.bind`: the
     checks made once, then only where something they covered changed), or None where no step serves ``model`` now.
-    ``fallback(pending, tree, past)`` runs the steps it does not take. Use it inside
-    :func:`weights_pinned`: the weights are not checked again after the first call."""
+    ``fallback(pending, tree, past)`` runs the steps it does not take; ``learn``: as
+    :class:`engine.native.step.BoundVerify`'s. Use it inside :func:`weights_pinned`: the weights are not checked
+    again after the first call."""
     if model.training or torch.is_grad_enabled():
         return None
     one = _step_of(model, 1)
     if one is None:
         return None
     first_attn = getattr(model, STEP_ATTR)[2]
-    return one.bind(cache, model.__dict__[HIDDEN_ATTR], getattr(first_attn, ROWS_ATTR, 0), fallback)
+    return one.bind(cache, model.__dict__[HIDDEN_ATTR], getattr(first_attn, ROWS_ATTR, 0), fallback, learn)
 
 
 def _with_step(model, method, pending: int, tree, past: int, cache):

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from . import native
+from .acceptance import ALTERNATIVE_STRIDE, SOURCE_STRIDE
 from .draft_tree import DraftTree
 from .kv_cache import move_rows
 from .lean_forward import (bind_greedy_verify, forward_greedy, forward_logits, greedy_tree_step,
@@ -269,16 +270,24 @@ def verify_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) ->
     return walk_and_compact(_tree_forward_greedy_calls(model, cache, pending, tree, past_len), tree, past_len, cache)
 
 
-def greedy_verifier(model, cache) -> Callable[[int, DraftTree, int], tuple[list[int], list[int]]]:
-    """:func:`verify_greedy` on ``cache`` for one generation: ``verify(pending, tree, past_len) -> (path, committed)``.
+def greedy_verifier(model, cache, estimator=None, hits: np.ndarray | None = None
+                    ) -> Callable[[int, DraftTree, int], tuple[list[int], list[int], bool]]:
+    """:func:`verify_greedy` on ``cache`` for one generation: ``verify(pending, tree, past_len) -> (path, committed,
+    learned)``, ``learned`` as below (False where nothing was learned in the call).
     A float32 CPU model on the native stack gets :class:`engine.native.step.BoundVerify` (the one-call step with its
     checks made once, not at every step: ~45 us less Python a step with the caches cold), everything else
     :func:`verify_greedy` itself. Call it inside :func:`engine.lean_forward.weights_pinned` (no weight changes during
-    the generation), on the thread that decodes."""
-    def fallback(pending: int, tree: DraftTree, past_len: int) -> tuple[list[int], list[int]]:
-        return verify_greedy(model, cache, pending, tree, past_len)
+    the generation), on the thread that decodes.
 
-    bound = bind_greedy_verify(model, cache, fallback)
+    With ``hits`` ((256,) int64: accepted nodes per source bitmask), the bound step also counts each step's accepted
+    nodes there and updates ``estimator``'s counts (an :class:`engine.acceptance.AcceptanceEstimator`, or None) from
+    trees with ``keys``, in the same native call, and returns ``learned`` True where it did (the caller then need not);
+    where it did not, it updated and counted nothing."""
+    def fallback(pending: int, tree: DraftTree, past_len: int) -> tuple[list[int], list[int], bool]:
+        return (*verify_greedy(model, cache, pending, tree, past_len), False)
+
+    learn = None if hits is None else (estimator, hits, ALTERNATIVE_STRIDE, SOURCE_STRIDE)
+    bound = bind_greedy_verify(model, cache, fallback, learn)
     return fallback if bound is None else bound
 
 

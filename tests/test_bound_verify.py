@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from engine import lean_forward
+from engine.acceptance import NUM_BUCKETS, AcceptanceEstimator
 from engine.draft_tree import DraftTree
 from engine.kv_cache import buffers_epoch, new_kv_cache
 from engine.lean_forward import weights_pinned
@@ -92,8 +93,8 @@ def test_bound_steps_are_the_checked_calls_and_check_again_only_after_a_change(m
         for i, tree in enumerate(trees):
             epochs.append(buffers_epoch())
             past = bound_cache.get_seq_length()
-            got = verify(tok, tree, past)
-            assert got == want[i][0]
+            *got, learned = verify(tok, tree, past)
+            assert got == list(want[i][0]) and learned is False  # nothing asked to learn
             assert bound_cache.get_seq_length() == past + 1 + len(got[0])
             _same_kv(_kv(bound_cache), want[i][1])
             if i == 3:  # another cache stepped in between: the plan points at its buffers
@@ -118,5 +119,58 @@ def test_outside_the_native_stack_the_verifier_is_the_checked_call(monkeypatch):
         cache = _prefilled(model, prompt, 40)
         verify = greedy_verifier(model, cache)
         assert not isinstance(verify, native_step.BoundVerify)
-        path, committed = verify(3, _tree(g[:3], (g[0] + 1) % 256, 1), cache.get_seq_length())
-    assert path == [2, 3, 4] and committed == g[:4]
+        path, committed, learned = verify(3, _tree(g[:3], (g[0] + 1) % 256, 1), cache.get_seq_length())
+    assert path == [2, 3, 4] and committed == g[:4] and learned is False
+
+
+def _keyed(tree: DraftTree, keys, sources) -> DraftTree:
+    tree.keys = np.asarray(keys, dtype=np.int64)
+    tree.sources = np.asarray(sources, dtype=np.uint8)
+    return tree
+
+
+def test_the_bound_step_learns_the_estimates_and_hits_the_python_update_would(monkeypatch):
+    """learn=(estimator, hits): after each bound step the estimator's four count arrays and the per-bitmask hits are
+    those AcceptanceEstimator.update and the decoder's count give for the same walk, bit for bit; a tree without
+    keys (not sized by cost) only counts its hits; one with a key outside the arrays changes nothing (learned
+    False: the caller's own update runs, and raises)."""
+    model = _model(monkeypatch)
+    gen = torch.Generator().manual_seed(13)
+    prompt = torch.randint(0, 256, (1, 40), generator=gen)
+    rng = np.random.default_rng(13)
+    native_est, python_est = AcceptanceEstimator(), AcceptanceEstimator()
+    native_hits, python_hits = np.zeros(256, dtype=np.int64), np.zeros(256, dtype=np.int64)
+    with torch.inference_mode(), weights_pinned(model):
+        g = _continuation(model, prompt, 5, 48)
+        cache = _prefilled(model, prompt, 128)
+        verify = greedy_verifier(model, cache, native_est, native_hits)
+        tok, done = 5, 0
+        for k, width in [(2, 3), (0, 2), (3, 1), (1, 4), (4, 0), (2, 2)]:
+            tree = _tree(g[done:done + k], (g[done] + 7) % 256, width)
+            n = len(tree)
+            _keyed(tree, rng.integers(0, NUM_BUCKETS, n), rng.integers(1, 256, n))
+            path, committed, learned = verify(tok, tree, cache.get_seq_length())
+            assert learned is True
+            python_est.update(tree.keys, tree.parents, path)
+            for node in path:
+                python_hits[tree.sources[node]] += 1
+            for a, b in zip((native_est.accepted, native_est.tried, native_est.pooled_accepted,
+                             native_est.pooled_tried), (python_est.accepted, python_est.tried,
+                                                        python_est.pooled_accepted, python_est.pooled_tried)):
+                assert np.array_equal(a, b)
+            assert np.array_equal(native_hits, python_hits)
+            tok, done = committed[-1], done + len(committed)
+        assert python_hits.sum() > 0 and python_est.accepted.sum() > 0  # something was accepted on the way
+        plain = _tree(g[done:done + 2], (g[done] + 7) % 256, 1)
+        plain.sources = np.full(len(plain), 3, dtype=np.uint8)  # keys None: a tree not sized by cost
+        tried = native_est.tried.copy()
+        path, committed, learned = verify(tok, plain, cache.get_seq_length())
+        assert learned is True and path and np.array_equal(native_est.tried, tried)
+        python_hits[3] += len(path)
+        assert np.array_equal(native_hits, python_hits)
+        tok, done = committed[-1], done + len(committed)
+        before = [x.copy() for x in (native_est.accepted, native_est.tried, native_hits)]
+        bad = _keyed(_tree(g[done:done + 2], (g[done] + 7) % 256, 1), [0, 1, NUM_BUCKETS, 2, 3], [1] * 5)
+        *_, learned = verify(tok, bad, cache.get_seq_length())
+        assert learned is False  # a key past the arrays: the caller's own update runs (and raises)
+        assert all(np.array_equal(x, y) for x, y in zip(before, (native_est.accepted, native_est.tried, native_hits)))

@@ -62,8 +62,8 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
 
     real_verifier = decoder_module.greedy_verifier
 
-    def recording_verifier(model, cache):  # greedy steps' verification (the head screened)
-        verify = real_verifier(model, cache)
+    def recording_verifier(model, cache, *learn):  # greedy steps' verification (the head screened)
+        verify = real_verifier(model, cache, *learn)
 
         def recording(pending, tree, past_len):
             verified.append(tree)
@@ -141,8 +141,8 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
         seen.append((tree, past_len))
         return real_forward(model, cache, pending, tree, past_len, **kw)
 
-    def recording_verifier(model, cache):
-        verify = real_verifier(model, cache)
+    def recording_verifier(model, cache, *learn):
+        verify = real_verifier(model, cache, *learn)
 
         def recording(pending, tree, past_len):
             seen.append((tree, past_len))

@@ -138,3 +138,55 @@ int64_t fc_greedy_tree_verify(const int64_t *sa, const double *sd, int64_t pendi
     }
     return len;
 }
+
+/* Fields of fc_greedy_tree_verify_learn's `learn` (int64). */
+enum { L_KEYS, L_SOURCES, L_ACCEPTED, L_TRIED, L_POOLED_ACCEPTED, L_POOLED_TRIED, L_BUCKETS, L_POOLED, L_ALT_STRIDE,
+       L_SOURCE_STRIDE, L_HITS, L_LEARNED };
+
+/* fc_greedy_tree_verify, then what the decoder learns from the walk, as engine.acceptance.AcceptanceEstimator.update
+ * and the decoder's per-source count do it: every node whose parent was accepted (or is the pending token) was
+ * tried, the path's nodes were accepted (float64 += 1 in the arrays at L_ACCEPTED..L_POOLED_TRIED, bucket
+ * keys[i] and its pooled bucket (key / alt stride) * source stride + key % source stride), and hits[sources[node]]
+ * += 1 for each accepted node. L_KEYS 0: no estimate to update (hits only); L_HITS 0: no count. learn[L_LEARNED]
+ * is set to 1 when both were done, 0 when a key was out of its array (nothing updated: the caller's own update
+ * runs and raises) or the forward returned a negative code (then nothing was walked either). */
+int64_t fc_greedy_tree_verify_learn(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
+                                    const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out,
+                                    int64_t *path, int64_t *committed, int64_t *exact, int64_t *learn) {
+    learn[L_LEARNED] = 0;
+    int64_t len = fc_greedy_tree_verify(sa, sd, pending, tokens, parents, n, past, argmax_out, path, committed, exact);
+    if (len < 0) return len;
+    const int64_t *keys = (const int64_t *)(intptr_t)learn[L_KEYS];
+    const uint8_t *sources = (const uint8_t *)(intptr_t)learn[L_SOURCES];
+    if (keys) {
+        int64_t buckets = learn[L_BUCKETS], pooled = learn[L_POOLED];
+        int64_t alt = learn[L_ALT_STRIDE], src = learn[L_SOURCE_STRIDE];
+        for (int64_t i = 0; i < n; i++)
+            if (keys[i] < 0 || keys[i] >= buckets || (keys[i] / alt) * src + keys[i] % src >= pooled) return len;
+        double *acc = (double *)(intptr_t)learn[L_ACCEPTED], *tried = (double *)(intptr_t)learn[L_TRIED];
+        double *pacc = (double *)(intptr_t)learn[L_POOLED_ACCEPTED];
+        double *ptried = (double *)(intptr_t)learn[L_POOLED_TRIED];
+        /* on[i + 1]: node i accepted; on[0]: the pending token */
+        uint8_t on_stack[257], *on = n < 256 ? on_stack : NULL;
+        if (!on) return len;
+        memset(on, 0, (size_t)(n + 1));
+        on[0] = 1;
+        for (int64_t j = 0; j < len; j++) on[path[j] + 1] = 1;
+        for (int64_t i = 0; i < n; i++)
+            if (on[parents[i] + 1]) {
+                int64_t k = keys[i];
+                tried[k] += 1.0;
+                ptried[(k / alt) * src + k % src] += 1.0;
+            }
+        for (int64_t j = 0; j < len; j++) {
+            int64_t k = keys[path[j]];
+            acc[k] += 1.0;
+            pacc[(k / alt) * src + k % src] += 1.0;
+        }
+    }
+    int64_t *hits = (int64_t *)(intptr_t)learn[L_HITS];
+    if (hits && sources)
+        for (int64_t j = 0; j < len; j++) hits[sources[path[j]]] += 1;
+    learn[L_LEARNED] = 1;
+    return len;
+}

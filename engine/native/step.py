@@ -79,6 +79,9 @@ class _Scratch:
         self.path, self.committed, self.exact = (np.zeros(k, dtype=np.int64) for k in (rows, rows + 1, 1))
         self.verify_ptrs = (self.argmax_ptr, self.path.ctypes.data, self.committed.ctypes.data, self.exact.ctypes.data)
         self.tokens_ptr, self.parents_ptr = self.tokens.ctypes.data, self.parents.ctypes.data
+        # a verified tree's acceptance-estimate buckets and source bitmasks (BoundVerify's learning)
+        self.keys, self.sources = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.uint8)
+        self.keys_ptr, self.sources_ptr = self.keys.ctypes.data, self.sources.ctypes.data
 
 
 #: Attribute of a cache: its :class:`_CacheView`.
@@ -263,10 +266,11 @@ class GreedyStep:
         screen.exact += int(scratch.exact[0])
         return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
 
-    def bind(self, cache, kept: list, max_rows: int, fallback) -> "BoundVerify":
+    def bind(self, cache, kept: list, max_rows: int, fallback, learn=None) -> "BoundVerify":
         """:meth:`verify` on ``cache`` for one generation (:class:`BoundVerify`); ``max_rows``: the most rows the
-        native attention takes; ``fallback(pending, tree, past)``: what runs a step this one does not take."""
-        return BoundVerify(self, cache, kept, min(max_rows, self.max_rows), fallback)
+        native attention takes; ``fallback(pending, tree, past)``: what runs a step this one does not take;
+        ``learn``: None, or what each step learns in the same call (:class:`BoundVerify`'s ``learn``)."""
+        return BoundVerify(self, cache, kept, min(max_rows, self.max_rows), fallback, learn)
 
     def run(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor | None, cache,
             kept: list) -> list[int] | None:
@@ -315,19 +319,72 @@ class BoundVerify:
     scratch too small. The weights are not checked again inside the generation: its caller holds
     :meth:`engine.native.layer.FusedPlan.pinned`'s promise that none changes there.
 
-    Call ``bound(pending, tree, past) -> (path, committed)`` as :func:`engine.verify.verify_greedy`; a step it does not
-    take runs ``fallback(pending, tree, past)`` (the three-call path and the walk in Python). Raises MemoryError as
-    :meth:`GreedyStep.run`.
+    Call ``bound(pending, tree, past) -> (path, committed, learned)``: ``path`` and ``committed`` as
+    :func:`engine.verify.verify_greedy`'s, ``learned`` whether the call also did what ``learn`` asks (below); a step
+    it does not take runs ``fallback(pending, tree, past)``, which returns the same triple (the three-call path and
+    the walk in Python, ``learned`` False). Raises MemoryError as :meth:`GreedyStep.run`.
+
+    ``learn``: None, or ``(estimator, hits, alternative_stride, source_stride)``: the same native call then updates
+    ``estimator``'s Beta counts from the walk as :meth:`engine.acceptance.AcceptanceEstimator.update` does (for trees
+    with ``keys``; ``estimator`` None: none) and adds each accepted node to ``hits[sources[node]]`` ((256,) int64),
+    the decoder's per-source count (``fc_greedy_tree_verify_learn``: ~15 us less Python a step). Where a call did not
+    (``learned`` False: a fallback step, a key outside the arrays, estimates in arrays it does not take) nothing was
+    updated or counted, and the caller does both as before.
     """
 
     __slots__ = ("step", "cache", "kept", "max_rows", "fallback", "epoch", "layers", "capacity", "pointed", "fn",
-                 "sd_ptr")
+                 "sd_ptr", "estimator", "beta", "hits", "la", "la_ptr")
 
-    def __init__(self, step: GreedyStep, cache, kept: list, max_rows: int, fallback):
+    def __init__(self, step: GreedyStep, cache, kept: list, max_rows: int, fallback, learn=None):
         self.step, self.cache, self.kept, self.max_rows, self.fallback = step, cache, kept, max_rows, fallback
         self.epoch = self.layers = self.pointed = None  # nothing checked yet
         self.capacity = 0
-        self.fn, self.sd_ptr = step.lib.fc_greedy_tree_verify, step._sd_ptr
+        self.sd_ptr = step._sd_ptr
+        self.estimator = self.beta = self.hits = self.la = None
+        if learn is None:
+            self.fn, self.la_ptr = step.lib.fc_greedy_tree_verify, None
+            return
+        estimator, hits, alternative, source = learn
+        if type(hits) is not np.ndarray or hits.dtype != np.int64 or hits.shape != (256,) \
+                or not hits.flags.c_contiguous:
+            raise ValueError("BoundVerify's hits must be a (256,) C-contiguous int64 array")
+        self.fn = step.lib.fc_greedy_tree_verify_learn
+        self.estimator, self.hits = estimator, hits
+        self.la = np.zeros(12, dtype=np.int64)  # fc_greedy_tree_verify_learn's fields
+        self.la[8], self.la[9], self.la[10] = alternative, source, hits.ctypes.data
+        self.la_ptr = self.la.ctypes.data
+
+    def _point_estimator(self) -> bool:
+        """Point the learning fields at the estimator's four Beta-count arrays (again where one was replaced);
+        False for arrays the native update does not take (not float64 C-contiguous)."""
+        est = self.estimator
+        beta = (est.accepted, est.tried, est.pooled_accepted, est.pooled_tried)
+        if not all(type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous for x in beta) \
+                or len(beta[0]) != len(beta[1]) or len(beta[2]) != len(beta[3]):
+            self.beta = None
+            return False
+        la = self.la
+        la[2], la[3], la[4], la[5] = (x.ctypes.data for x in beta)
+        la[6], la[7] = len(beta[0]), len(beta[2])
+        self.beta = beta
+        return True
+
+    def _learn_args(self, tree, scratch, n: int) -> bool:
+        """The learning fields for ``tree`` (its keys and sources copied into the scratch); False, with both fields
+        0 (nothing learned natively), where its estimates cannot be updated there (the caller then does it all)."""
+        la, est, keys = self.la, self.estimator, tree.keys
+        la[0] = la[1] = 0
+        if est is not None and keys is not None:
+            beta = self.beta
+            if len(keys) != n or not ((beta is not None and beta[0] is est.accepted and beta[1] is est.tried
+                                       and beta[2] is est.pooled_accepted and beta[3] is est.pooled_tried)
+                                      or self._point_estimator()):
+                return False
+            scratch.keys[:n] = keys
+            la[0] = scratch.keys_ptr
+        scratch.sources[:n] = tree.sources
+        la[1] = scratch.sources_ptr
+        return True
 
     def _check(self, rows: int, past: int) -> bool:
         """:meth:`GreedyStep._ready`'s checks for ``rows`` rows after ``past`` entries (the plan pointed at the cache
@@ -344,7 +401,7 @@ class BoundVerify:
         self.epoch = buffers_epoch()  # after _ready, which may have grown the buffers
         return True
 
-    def __call__(self, pending: int, tree, past: int) -> tuple[list[int], list[int]]:
+    def __call__(self, pending: int, tree, past: int) -> tuple[list[int], list[int], bool]:
         n = len(tree)
         rows = n + 1
         step = self.step
@@ -362,11 +419,21 @@ class BoundVerify:
             scratch.tokens[:n] = tree.tokens
             scratch.parents[:n] = tree.parents
         sync_threads(step.lib)
-        got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
-                      *scratch.verify_ptrs)
-        if got < 0:  # no memory (raises), or the whole head's tokens: walked here
+        la_ptr = self.la_ptr
+        learned = False
+        if la_ptr is None:
+            got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
+                          *scratch.verify_ptrs)
+        else:
+            ready = self._learn_args(tree, scratch, n)
+            got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
+                          *scratch.verify_ptrs, la_ptr)
+            learned = ready and bool(self.la[11])
+        if got < 0:  # no memory (raises), or the whole head's tokens: walked here (nothing learned: C walked nothing)
             best = step._finish(got, scratch, self.layers, past, rows, self.kept)
-            return self.fallback(pending, tree, past) if best is None else step.walk(best, tree, past, self.cache)
+            if best is None:
+                return self.fallback(pending, tree, past)
+            return (*step.walk(best, tree, past, self.cache), False)
         end = past + 1 + got
         for layer in self.layers:
             layer._len = end
@@ -374,4 +441,4 @@ class BoundVerify:
         screen = step.screen
         screen.rows += rows
         screen.exact += int(scratch.exact[0])
-        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
+        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist(), learned
