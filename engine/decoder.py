@@ -398,9 +398,6 @@ class SpeculativeDecoder:
         stop_tokens = self._stop_tokens(stop) if drafter is not None else None
         # greedy steps without a token-healing constraint take each row's argmax without the logits
         argmax_only = self.screened and params.greedy and greedy_ready(model)
-        # a greedy step's verification for this generation's cache, its checks made once (generate() pins the weights),
-        # the acceptance counts and per-source hits learned in the same native call where it can
-        verify = greedy_verifier(model, cache, self.estimator, hits) if argmax_only and drafter is not None else None
         # the stop strings are searched for only after a token that shares a byte with one of them
         stop_touch = self._stop_touching(stop)
         searched = 0  # tokens of ``out`` the last search covered
@@ -437,6 +434,11 @@ class SpeculativeDecoder:
         # fim-line), where longer ones gained (function +4%), so those draft without it
         one_line = bool(stop) and "\n" in stop
         head = self.depth_one if drafter is not None and not one_line else None
+        # a greedy step's verification for this generation's cache, its checks made once (generate() pins the weights),
+        # the acceptance counts, per-source hits and the draft head's step done in the same native call where it can
+        verify = greedy_verifier(model, cache, self.estimator, hits, head) if argmax_only and drafter is not None \
+            else None
+        head_in_verify = head is not None and getattr(verify, "head", None) is head
         shared = self.estimator.depth_one if self.estimator is not None else None
         if shared is not None:  # no hidden state of this prompt yet (and none at all where this decoder has no head)
             shared.disable()
@@ -520,7 +522,7 @@ class SpeculativeDecoder:
             if tree.n_adaptive:
                 drafter.observe_logits(ctx_view, tree, logits, path, committed)
             retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits, counted)
-            if head is not None:
+            if head is not None and not (counted and head_in_verify):
                 self._feed_head(path, committed[0])
             accepted_lengths.append(len(committed))
             # all but the last committed token are in the KV cache now; the last becomes pending

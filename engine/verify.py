@@ -270,7 +270,7 @@ def verify_greedy(model, cache, pending: int, tree: DraftTree, past_len: int) ->
     return walk_and_compact(_tree_forward_greedy_calls(model, cache, pending, tree, past_len), tree, past_len, cache)
 
 
-def greedy_verifier(model, cache, estimator=None, hits: np.ndarray | None = None
+def greedy_verifier(model, cache, estimator=None, hits: np.ndarray | None = None, head=None
                     ) -> Callable[[int, DraftTree, int], tuple[list[int], list[int], bool]]:
     """:func:`verify_greedy` on ``cache`` for one generation: ``verify(pending, tree, past_len) -> (path, committed,
     learned)``, ``learned`` as below (False where nothing was learned in the call).
@@ -280,13 +280,14 @@ def greedy_verifier(model, cache, estimator=None, hits: np.ndarray | None = None
     the generation), on the thread that decodes.
 
     With ``hits`` ((256,) int64: accepted nodes per source bitmask), the bound step also counts each step's accepted
-    nodes there and updates ``estimator``'s counts (an :class:`engine.acceptance.AcceptanceEstimator`, or None) from
-    trees with ``keys``, in the same native call, and returns ``learned`` True where it did (the caller then need not);
-    where it did not, it updated and counted nothing."""
+    nodes there, updates ``estimator``'s counts (an :class:`engine.acceptance.AcceptanceEstimator`, or None) from
+    trees with ``keys`` and runs the draft head's step (``head``, an :class:`engine.draft_head.DepthOneFeature`, or
+    None; the verifier's ``head`` attribute is the head it feeds, None where it feeds none), in the same native
+    call, and returns ``learned`` True where it did (the caller then need not); where it did not, it did none of it."""
     def fallback(pending: int, tree: DraftTree, past_len: int) -> tuple[list[int], list[int], bool]:
         return (*verify_greedy(model, cache, pending, tree, past_len), False)
 
-    learn = None if hits is None else (estimator, hits, ALTERNATIVE_STRIDE, SOURCE_STRIDE)
+    learn = None if hits is None else (estimator, hits, ALTERNATIVE_STRIDE, SOURCE_STRIDE, head)
     bound = bind_greedy_verify(model, cache, fallback, learn)
     return fallback if bound is None else bound
 

@@ -174,3 +174,48 @@ def test_the_bound_step_learns_the_estimates_and_hits_the_python_update_would(mo
         *_, learned = verify(tok, bad, cache.get_seq_length())
         assert learned is False  # a key past the arrays: the caller's own update runs (and raises)
         assert all(np.array_equal(x, y) for x, y in zip(before, (native_est.accepted, native_est.tried, native_hits)))
+
+
+def test_the_bound_step_feeds_the_draft_head_as_its_own_step_does(monkeypatch):
+    """learn=(..., head): the draft head learns from the committed token after the pending one and takes the hidden
+    state of the row that chose the new pending token, in the verification's call: the same parameters, h', records
+    and learned count, bit for bit, as DepthOneFeature.step on the same rows after a plain bound step."""
+    import engine.draft_head as dh  # noqa: PLC0415
+    from test_draft_head import _feature  # noqa: PLC0415
+
+    model = _model(monkeypatch)
+    dim, vocab = model.config.hidden_size, model.config.vocab_size
+    fed, own = _feature(vocab, dim, 5), _feature(vocab, dim, 5)
+    if fed._native is None:
+        pytest.skip("no native draft-head step here")
+    gen = torch.Generator().manual_seed(14)
+    prompt = torch.randint(0, vocab, (1, 40), generator=gen)
+    rng = np.random.default_rng(14)
+    with torch.inference_mode(), weights_pinned(model):
+        g = _continuation(model, prompt, 5, 40)
+        caches = _prefilled(model, prompt, 128), _prefilled(model, prompt, 128)
+        hits = np.zeros(256, dtype=np.int64), np.zeros(256, dtype=np.int64)
+        bound = greedy_verifier(model, caches[0], None, hits[0], fed)
+        plain = greedy_verifier(model, caches[1], None, hits[1])  # learns no head: fed below by its own step
+        assert bound.head is fed and plain.head is None
+        tok, done = 5, 0
+        for k, width in [(2, 3), (0, 2), (3, 1), (1, 4)]:
+            tree = _tree(g[done:done + k], (g[done] + 7) % vocab, width)
+            toks = rng.choice(vocab, size=2, replace=False)  # the last build's depth-1 records, the same in both
+            for f in (fed, own):
+                f.seen_tokens[0] = 2
+                f.seen_tokens[1:3] = toks
+                f.seen_values[:4] = [0.4, -2.0, 0.7, -1.0]
+            path, committed, learned = bound(tok, tree, caches[0].get_seq_length())
+            assert learned is True
+            assert plain(tok, tree, caches[1].get_seq_length())[:2] == (path, committed)
+            own.step(lean_forward.hidden_rows(model), path[-1] + 1 if path else 0, committed[0])
+            assert fed.params.tolist() == own.params.tolist() and np.array_equal(fed.hidden, own.hidden)
+            assert fed.learned == own.learned and _seen_records(fed) == _seen_records(own)
+            tok, done = committed[-1], done + len(committed)
+    assert fed.learned > 0 and isinstance(fed, dh.DepthOneFeature)
+
+
+def _seen_records(feature):
+    n = int(feature.seen_tokens[0])
+    return feature.seen_tokens[1:1 + n].tolist(), feature.seen_values[:2 * n].tolist()

@@ -34,6 +34,8 @@ int64_t fc_screen_argmax(const float *x, int64_t m, int64_t k, const int8_t *q, 
                          int64_t *argmax_out, void *scratch);
 
 int64_t fc_tree_inputs(const int64_t *parents, int64_t n, int64_t past, float low, float *mask, int64_t *positions);
+int64_t fc_head_step(const int64_t *ia, const double *da, const float *rows, int64_t n_rows, int64_t stride,
+                     int64_t row, int64_t first, double lr);
 
 #define P(i, T) ((T)sa[i])
 /* Fields a layer has in fc_fused_forward's ia (decoder_layer.c): 11 kv_heads, 12 head size, 13 and 14 the cache's key
@@ -141,15 +143,19 @@ int64_t fc_greedy_tree_verify(const int64_t *sa, const double *sd, int64_t pendi
 
 /* Fields of fc_greedy_tree_verify_learn's `learn` (int64). */
 enum { L_KEYS, L_SOURCES, L_ACCEPTED, L_TRIED, L_POOLED_ACCEPTED, L_POOLED_TRIED, L_BUCKETS, L_POOLED, L_ALT_STRIDE,
-       L_SOURCE_STRIDE, L_HITS, L_LEARNED };
+       L_SOURCE_STRIDE, L_HITS, L_LEARNED, L_HEAD_IA, L_HEAD_DA, L_HEAD_LR, L_HEAD_LEARNED };
 
 /* fc_greedy_tree_verify, then what the decoder learns from the walk, as engine.acceptance.AcceptanceEstimator.update
  * and the decoder's per-source count do it: every node whose parent was accepted (or is the pending token) was
  * tried, the path's nodes were accepted (float64 += 1 in the arrays at L_ACCEPTED..L_POOLED_TRIED, bucket
  * keys[i] and its pooled bucket (key / alt stride) * source stride + key % source stride), and hits[sources[node]]
- * += 1 for each accepted node. L_KEYS 0: no estimate to update (hits only); L_HITS 0: no count. learn[L_LEARNED]
- * is set to 1 when both were done, 0 when a key was out of its array (nothing updated: the caller's own update
- * runs and raises) or the forward returned a negative code (then nothing was walked either). */
+ * += 1 for each accepted node. L_KEYS 0: no estimate to update (hits only); L_HITS 0: no count. Then, where
+ * L_HEAD_IA is set, the draft head's step (fc_head_step, draft_tree.c: learn from the committed token after the
+ * pending one, then h' from the final hidden state of the row that chose the new pending token: row 0 the pending
+ * token's, 1 + i node i's; the learning rate a float64 at L_HEAD_LR) with its return in learn[L_HEAD_LEARNED], as
+ * engine.draft_head.DepthOneFeature.step does it. learn[L_LEARNED] is set to 1 when all of it was done, 0 when a
+ * key was out of its array (nothing updated: the caller's own update runs and raises) or the forward returned a
+ * negative code (then nothing was walked either). */
 int64_t fc_greedy_tree_verify_learn(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
                                     const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out,
                                     int64_t *path, int64_t *committed, int64_t *exact, int64_t *learn) {
@@ -187,6 +193,11 @@ int64_t fc_greedy_tree_verify_learn(const int64_t *sa, const double *sd, int64_t
     int64_t *hits = (int64_t *)(intptr_t)learn[L_HITS];
     if (hits && sources)
         for (int64_t j = 0; j < len; j++) hits[sources[path[j]]] += 1;
+    if (learn[L_HEAD_IA])
+        learn[L_HEAD_LEARNED] = fc_head_step((const int64_t *)(intptr_t)learn[L_HEAD_IA],
+                                             (const double *)(intptr_t)learn[L_HEAD_DA], P(13, const float *), n + 1,
+                                             sa[3], len ? path[len - 1] + 1 : 0, committed[0],
+                                             *(const double *)(intptr_t)learn[L_HEAD_LR]);
     learn[L_LEARNED] = 1;
     return len;
 }

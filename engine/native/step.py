@@ -324,35 +324,42 @@ class BoundVerify:
     it does not take runs ``fallback(pending, tree, past)``, which returns the same triple (the three-call path and
     the walk in Python, ``learned`` False). Raises MemoryError as :meth:`GreedyStep.run`.
 
-    ``learn``: None, or ``(estimator, hits, alternative_stride, source_stride)``: the same native call then updates
-    ``estimator``'s Beta counts from the walk as :meth:`engine.acceptance.AcceptanceEstimator.update` does (for trees
-    with ``keys``; ``estimator`` None: none) and adds each accepted node to ``hits[sources[node]]`` ((256,) int64),
-    the decoder's per-source count (``fc_greedy_tree_verify_learn``: ~15 us less Python a step). Where a call did not
+    ``learn``: None, or ``(estimator, hits, alternative_stride, source_stride, head)``: the same native call then
+    updates ``estimator``'s Beta counts from the walk as :meth:`engine.acceptance.AcceptanceEstimator.update` does
+    (for trees with ``keys``; ``estimator`` None: none), adds each accepted node to ``hits[sources[node]]`` ((256,)
+    int64), the decoder's per-source count, and runs ``head``'s step (an :class:`engine.draft_head.DepthOneFeature`
+    with native arguments, as its :meth:`~engine.draft_head.DepthOneFeature.step` from the row that chose the new
+    pending token; None: none; :attr:`head` says which head the calls feed: None where ``head`` has no native
+    arguments) (``fc_greedy_tree_verify_learn``: ~10 us and ~10 us less Python a step). Where a call did not
     (``learned`` False: a fallback step, a key outside the arrays, estimates in arrays it does not take) nothing was
-    updated or counted, and the caller does both as before.
+    updated, counted or fed, and the caller does all of it as before.
     """
 
     __slots__ = ("step", "cache", "kept", "max_rows", "fallback", "epoch", "layers", "capacity", "pointed", "fn",
-                 "sd_ptr", "estimator", "beta", "hits", "la", "la_ptr")
+                 "sd_ptr", "estimator", "beta", "hits", "la", "la_ptr", "head", "head_lr")
 
     def __init__(self, step: GreedyStep, cache, kept: list, max_rows: int, fallback, learn=None):
         self.step, self.cache, self.kept, self.max_rows, self.fallback = step, cache, kept, max_rows, fallback
         self.epoch = self.layers = self.pointed = None  # nothing checked yet
         self.capacity = 0
         self.sd_ptr = step._sd_ptr
-        self.estimator = self.beta = self.hits = self.la = None
+        self.estimator = self.beta = self.hits = self.la = self.head = self.head_lr = None
         if learn is None:
             self.fn, self.la_ptr = step.lib.fc_greedy_tree_verify, None
             return
-        estimator, hits, alternative, source = learn
+        estimator, hits, alternative, source, head = learn
         if type(hits) is not np.ndarray or hits.dtype != np.int64 or hits.shape != (256,) \
                 or not hits.flags.c_contiguous:
             raise ValueError("BoundVerify's hits must be a (256,) C-contiguous int64 array")
         self.fn = step.lib.fc_greedy_tree_verify_learn
         self.estimator, self.hits = estimator, hits
-        self.la = np.zeros(12, dtype=np.int64)  # fc_greedy_tree_verify_learn's fields
+        self.la = np.zeros(16, dtype=np.int64)  # fc_greedy_tree_verify_learn's fields
         self.la[8], self.la[9], self.la[10] = alternative, source, hits.ctypes.data
         self.la_ptr = self.la.ctypes.data
+        native = getattr(head, "_native", None)
+        if native is not None:  # (fc_head_hidden, fc_head_step, ia address, da address, buffers)
+            self.head, self.head_lr = head, np.array([head.learning_rate], dtype=np.float64)
+            self.la[12], self.la[13], self.la[14] = native[2], native[3], self.head_lr.ctypes.data
 
     def _point_estimator(self) -> bool:
         """Point the learning fields at the estimator's four Beta-count arrays (again where one was replaced);
@@ -429,6 +436,8 @@ class BoundVerify:
             got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
                           *scratch.verify_ptrs, la_ptr)
             learned = ready and bool(self.la[11])
+            if learned and self.head is not None:
+                self.head.learned += int(self.la[15])
         if got < 0:  # no memory (raises), or the whole head's tokens: walked here (nothing learned: C walked nothing)
             best = step._finish(got, scratch, self.layers, past, rows, self.kept)
             if best is None:
