@@ -32,11 +32,13 @@ log = logging.getLogger(__name__)
 #: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
 #: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
-#: 8: a tree step's inputs in reused buffers (engine.verify._cpu_step_tree_inputs); 7: greedy steps' calls where the
+#: 9: greedy steps timed through the generation's bound verification (engine.verify.greedy_verifier), plain steps as
+#: an empty tree's; 8: a tree step's inputs in reused buffers (engine.verify._cpu_step_tree_inputs); 7: greedy steps'
+#: calls where the
 #: LM head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain step given its position; 5: timed
 #: through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds within
 #: MEASURE_BUDGET_S
-FORMAT = 8
+FORMAT = 9
 #: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
 #: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row
 #: dearer: tiny-py-coder, 1 thread, c(6) 1.44-1.56 at 512 tokens and 1.64-1.72 at 1,024, c(12) 1.77-1.83
@@ -214,9 +216,9 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     each size n, the decoder's own call for a step with n draft tokens is timed on that cache: the plain
     step (:func:`engine.steps.decode_one_token`) for n = 0, :func:`engine.verify.tree_forward` over a
     chain of n draft tokens (positions and tree mask made as a decode step makes them; the mask's shape
-    does not change the work) otherwise, or their greedy forms (:func:`engine.steps.decode_one_token_greedy`,
-    :func:`engine.verify.tree_forward_greedy`) where the LM head screens its argmax, as greedy decoding does; in
-    shuffled rounds, the cache cropped back after each:
+    does not change the work) otherwise, or, where the LM head screens its argmax, greedy decoding's own call for
+    both: the generation's verification (:func:`engine.verify.greedy_verifier`: an empty tree for n = 0, the chain
+    walked and compacted as a step is); in shuffled rounds, the cache cropped back after each:
     ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
     ``max_repeats`` rounds at most. c(n) is the median over rounds of the round's time for n over its
     time for n = 0 (robust to other load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a
@@ -227,11 +229,11 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     rounds) c(1) read 1.25 / 1.30 where the decoder's calls cost 1.15 / 1.17, c(5) 1.60 / 1.58 against
     1.46 / 1.48; at 1,024 tokens the two agree within 3%.
     """
-    from .steps import decode_one_token, decode_one_token_greedy  # noqa: PLC0415
+    from .steps import decode_one_token  # noqa: PLC0415
     from .draft_tree import DraftTree  # noqa: PLC0415
     from .kv_cache import new_kv_cache  # noqa: PLC0415
-    from .lean_forward import greedy_ready  # noqa: PLC0415
-    from .verify import tree_forward, tree_forward_greedy  # noqa: PLC0415
+    from .lean_forward import greedy_ready, weights_pinned  # noqa: PLC0415
+    from .verify import greedy_verifier, tree_forward  # noqa: PLC0415
 
     model, device = loaded.model, loaded.device
     context = max(8, min(context, loaded.max_positions - max(sizes) - 8))
@@ -241,29 +243,39 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
     # greedy decoding's calls where the LM head screens its argmax (the editor's and the benchmark's default)
     greedy = greedy_ready(model)
-    step = decode_one_token_greedy if greedy else decode_one_token
-    verify = tree_forward_greedy if greedy else tree_forward
+    if greedy:  # the generation's verification, bound to this cache (the weights pinned for the measurement)
+        bound = greedy_verifier(model, cache)
+        empty = DraftTree.empty()
+
+        def step(model, cache, token, past):
+            return bound(token, empty, past)
+
+        def verify(model, cache, token, tree, past):
+            return bound(token, tree, past)
+    else:
+        step, verify = decode_one_token, tree_forward
     all_sizes = (0, *sizes)
     times = {n: [] for n in all_sizes}
     order = list(all_sizes)
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     rounds = 0
-    while rounds < repeats or (rounds < max_repeats and time.perf_counter() - start < budget_s):
-        rounds += 1
-        rng.shuffle(order)
-        for n in order:
-            ids = torch.randint(0, loaded.vocab_size, (1 + n,), generator=gen).tolist()
-            tree = DraftTree.from_chain(ids[1:], 0) if n else None
-            _sync(device)
-            t0 = time.perf_counter()
-            if n:  # the decoder's calls (engine.decoder.SpeculativeDecoder._generate)
-                verify(model, cache, ids[0], tree, context)
-            else:
-                step(model, cache, ids[0], context)
-            _sync(device)
-            times[n].append(time.perf_counter() - t0)
-            cache.crop(context - cache.get_seq_length())
+    with weights_pinned(model):  # as a generation holds them: the bound verification's promise
+        while rounds < repeats or (rounds < max_repeats and time.perf_counter() - start < budget_s):
+            rounds += 1
+            rng.shuffle(order)
+            for n in order:
+                ids = torch.randint(0, loaded.vocab_size, (1 + n,), generator=gen).tolist()
+                tree = DraftTree.from_chain(ids[1:], 0) if n else None
+                _sync(device)
+                t0 = time.perf_counter()
+                if n:  # the decoder's calls (engine.decoder.SpeculativeDecoder._generate)
+                    verify(model, cache, ids[0], tree, context)
+                else:
+                    step(model, cache, ids[0], context)
+                _sync(device)
+                times[n].append(time.perf_counter() - t0)
+                cache.crop(context - cache.get_seq_length())
     # Ratios per round, then the median over rounds: a round's sizes ran back to back, so load that
     # comes and goes hits numerator and denominator alike (independent minima did not: under a
     # competing job one lucky plain step made c(1) read 5.8).

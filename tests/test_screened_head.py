@@ -134,24 +134,25 @@ def test_greedy_decoding_through_the_screen_equals_the_full_head(tiny_coder, rea
 
 @needs_screen
 def test_the_verify_cost_is_measured_through_the_greedy_steps(tiny_coder, monkeypatch):
-    """c(n) is timed through the calls greedy decoding makes: with the screen, its greedy step and tree forward."""
-    import engine.steps as steps
+    """c(n) is timed through the calls greedy decoding makes: with the screen, the generation's bound verification,
+    of an empty tree for the plain step and of the draft otherwise."""
+    import engine.native.step as native_step
     import engine.verify as ver
     from engine.cost_model import measure_verify_cost
 
     calls = []
-    plain, verify = steps.decode_one_token_greedy, ver.tree_forward_greedy
+    real = ver.greedy_verifier
 
-    def counted_plain(model, cache, token, position):
-        calls.append(0)
-        return plain(model, cache, token, position)
+    def counted_verifier(model, cache, *learn):
+        verify = real(model, cache, *learn)
+        assert isinstance(verify, native_step.BoundVerify)
 
-    def counted_verify(model, cache, pending, tree, past_len):
-        calls.append(len(tree))
-        return verify(model, cache, pending, tree, past_len)
+        def counted(pending, tree, past_len):
+            calls.append(len(tree))
+            return verify(pending, tree, past_len)
+        return counted
 
-    monkeypatch.setattr(steps, "decode_one_token_greedy", counted_plain)
-    monkeypatch.setattr(ver, "tree_forward_greedy", counted_verify)
+    monkeypatch.setattr(ver, "greedy_verifier", counted_verifier)
     measure_verify_cost(tiny_coder, context=16, sizes=(1, 3), repeats=2)
     assert sorted(calls) == [0, 0, 1, 1, 3, 3]
 

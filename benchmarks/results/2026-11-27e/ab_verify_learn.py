@@ -11,32 +11,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "2026-11-27d"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_common import TIMES, run  # noqa: E402
 
 import engine.decoder as decoder_module  # noqa: E402
-from engine import lean_forward  # noqa: E402
+from native_timer import time_native  # noqa: E402
 from engine.verify import greedy_verifier  # noqa: E402
 
 current = ["fastcoder"]
 in_c = [0.0]  # seconds inside the native call during the current step
 step_s = [0.0, "fastcoder"]  # the current step's Python seconds so far, its variant
-
-
-def wrap_native(model):
-    step = model.__dict__[lean_forward.STEP_ATTR][0][0]
-    lib = getattr(step, "lib", None)
-    if lib is None or getattr(lib, "_ab_wrapped", False):
-        return
-    for name in ("fc_greedy_tree_verify", "fc_greedy_tree_verify_learn"):
-        real = getattr(lib, name)
-
-        def native(*args, real=real):
-            t = time.perf_counter()
-            got = real(*args)
-            in_c[0] += time.perf_counter() - t
-            return got
-        setattr(lib, name, native)
-    lib._ab_wrapped = True
 
 
 def flush():
@@ -63,7 +47,7 @@ def wrap_head(head):
 
 
 def timed_verifier(model, cache, estimator=None, hits=None, head=None):
-    wrap_native(model)
+    time_native(model, in_c)
     wrap_head(head)
     learn = current[0] == "fastcoder"
     verify = greedy_verifier(model, cache, estimator, hits if learn else None, head if learn else None)
