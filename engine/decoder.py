@@ -13,21 +13,22 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .draft_tree import DraftTree, hits_by_source
+from .draft_tree import DraftTree
 from .drafters import FastCoderCache, make_drafter
+from .generation_result import GenerationResult, generation_result
+from .generation_result import ms as _ms
 from .hf_baseline import generate_prompt_lookup
 from .kv_cache import new_kv_cache
 from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
 from .steps import decode_one_token, prefill
-from .stops import hit_stop, stop_cut, stop_table, stop_tokens, stop_touching
+from .stops import hit_stop, stop_table, stop_tokens, stop_touching
 from .verify import (SamplingParams, accept, choose_token, compact_cache, greedy_verifier, prune_after_stop,
                      tree_forward)
 
@@ -45,29 +46,8 @@ SDSAT_METHODS = ("sdsat", "fastcoder+sdsat")
 COST_SIZED_METHODS = ("fastcoder", "sdsat", "fastcoder+sdsat")
 
 
-@dataclass
-class GenerationResult:
-    """What :meth:`SpeculativeDecoder.generate` returns.
-
-    Attributes:
-        text: the decoded new text (cut before a stop string); "" without a tokenizer.
-        token_ids: the new token ids (EOS excluded).
-        finish_reason: ``"eos"``, ``"length"``, ``"stop"``, ``"cancelled"`` or ``"deadline"``.
-        stats: plain-data statistics (see :func:`_stats`).
-    """
-
-    text: str
-    token_ids: list[int]
-    finish_reason: str
-    stats: dict = field(default_factory=dict)
-
-
 #: The draft tree of a plain step (read only).
 _NO_DRAFT = DraftTree.empty()
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
 
 
 #: A prefill of at most this many uncached prompt tokens (a warm prompt KV cache: the editor's next request
@@ -620,29 +600,9 @@ class SpeculativeDecoder:
 
     def _result(self, ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
                 truncated, stop, skip: int = 0) -> GenerationResult:
-        text = ""
-        tok = self.loaded.tokenizer
-        if tok is not None and out:
-            text = tok.decode(out, skip_special_tokens=True)
-        if stop:
-            cut = stop_cut(text, stop, skip)
-            if cut >= 0:  # a cancelled request stays cancelled: its caller no longer wants the answer
-                text, finish = text[:cut], ("cancelled" if finish == "cancelled" else "stop")
-        forward_passes = len(accepted_lengths)
-        stats = {
-            "method": self.method,
-            "prompt_tokens": len(ids),
-            "truncated_prompt": truncated,
-            "new_tokens": len(out),
-            "forward_passes": forward_passes,
-            "mean_accepted_length": round(sum(accepted_lengths) / forward_passes, 4) if forward_passes else 0.0,
-            "accepted_lengths": accepted_lengths,
-            "prefill_ms": _ms(t_prefill - t0),
-            "decode_ms": _ms(t_end - t_prefill),
-            "retrieval_ms": _ms(retrieval_s),
-            "hits": hits_by_source(hits),
-        }
-        return GenerationResult(text, out, finish, stats)
+        """:func:`engine.generation_result.generation_result` with this decoder's tokenizer and method."""
+        return generation_result(self.loaded.tokenizer, self.method, ids, out, finish, t0, t_prefill, t_end,
+                                 accepted_lengths, hits, retrieval_s, truncated, stop, skip)
 
     def _generate_hf(self, ids, max_new, params: SamplingParams, seed, stop, truncated) -> GenerationResult:
         """Baseline: transformers' own prompt lookup decoding (:func:`engine.hf_baseline.generate_prompt_lookup`)."""
