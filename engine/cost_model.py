@@ -34,10 +34,9 @@ log = logging.getLogger(__name__)
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
 #: 9: greedy steps timed through the generation's bound verification (engine.verify.greedy_verifier), plain steps as
 #: an empty tree's; 8: a tree step's inputs in reused buffers (engine.verify._cpu_step_tree_inputs); 7: greedy steps'
-#: calls where the
-#: LM head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain step given its position; 5: timed
-#: through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds within
-#: MEASURE_BUDGET_S
+#: calls where the LM head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain step given its
+#: position; 5: timed through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16;
+#: 2: rounds within MEASURE_BUDGET_S
 FORMAT = 9
 #: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
 #: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row

@@ -575,11 +575,7 @@ class SpeculativeDecoder:
         ``counted``: the verification's native call did the estimates and the count already
         (:class:`engine.native.step.BoundVerify`); only the drafter observes. Returns the drafter's observe time
         in seconds (drafting work)."""
-        if counted:
-            t = time.perf_counter()
-            drafter.observe(context, tree, path, committed)
-            return time.perf_counter() - t
-        if self.estimator is not None and tree.keys is not None:
+        if not counted and self.estimator is not None and tree.keys is not None:
             if tree.n_adaptive:
                 n = tree.n_draft
                 self.estimator.update(tree.keys, tree.parents[:n], [p for p in path if p < n])
@@ -588,7 +584,7 @@ class SpeculativeDecoder:
         t = time.perf_counter()
         drafter.observe(context, tree, path, committed)
         spent = time.perf_counter() - t
-        if path:
+        if path and not counted:
             sources = tree.sources.tolist()
             for node in path:
                 hits[sources[node]] += 1

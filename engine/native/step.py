@@ -228,16 +228,34 @@ class GreedyStep:
         """``(layers, scratch, N)`` for a step over ``tree``'s N nodes below the pending token, its tokens and
         parents copied into the scratch, or None where :meth:`tree` and :meth:`verify` decline it."""
         n = len(tree)
-        rows = n + 1
-        ready = self._ready(cache, rows)
+        ready = self._ready(cache, n + 1)
         if ready is None or ready[1] != past:
             return None
+        return ready[0], self._tree_scratch(tree, n, past), n
+
+    def _tree_scratch(self, tree, n: int, past: int) -> _Scratch:
+        """This thread's scratch with room for ``tree``'s ``n`` nodes after ``past`` entries, their tokens and parents
+        copied into it, the library's thread count synced."""
+        rows = n + 1
         scratch = self._scratch(rows, rows * (past + rows) if n else 0)
         if n:
             scratch.tokens[:n] = tree.tokens
             scratch.parents[:n] = tree.parents
         sync_threads(self.lib)
-        return ready[0], scratch, n
+        return scratch
+
+    def _verified(self, got: int, scratch: _Scratch, layers, past: int, rows: int, kept: list
+                  ) -> tuple[list[int], list[int]]:
+        """``(path, committed)`` of a verification the native call walked (``got`` >= 0 nodes accepted), the cache's
+        fill marks, the final hidden states' holder and the screen's counts moved."""
+        end = past + 1 + got
+        for layer in layers:
+            layer._len = end
+        kept[0] = scratch.out_rows[rows]
+        screen = self.screen
+        screen.rows += rows
+        screen.exact += int(scratch.exact[0])
+        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
 
     def verify(self, pending: int, tree, past: int, cache, kept: list) -> tuple[list[int], list[int]] | None:
         """:meth:`tree`, then greedy acceptance in the same native call (``fc_greedy_tree_verify``): the walk from the
@@ -258,13 +276,7 @@ class GreedyStep:
         if got < 0:  # not taken (None), no memory (raises), or the whole head's tokens: walked here
             best = self._finish(got, scratch, layers, past, rows, kept)
             return None if best is None else self.walk(best, tree, past, cache)
-        for layer in layers:
-            layer._len = past + 1 + got
-        kept[0] = scratch.out_rows[rows]
-        screen = self.screen
-        screen.rows += rows
-        screen.exact += int(scratch.exact[0])
-        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
+        return self._verified(got, scratch, layers, past, rows, kept)
 
     def bind(self, cache, kept: list, max_rows: int, fallback, learn=None) -> "BoundVerify":
         """:meth:`verify` on ``cache`` for one generation (:class:`BoundVerify`); ``max_rows``: the most rows the
@@ -418,14 +430,7 @@ class BoundVerify:
                 or not all(map(past.__eq__, map(_LEN, self.layers)))):
             if not self._check(rows, past):
                 return self.fallback(pending, tree, past)
-        scratch = getattr(step._local, "held", None)
-        floats = rows * (past + rows) if n else 0
-        if scratch is None or scratch.rows < rows or scratch.floats < floats:
-            scratch = step._scratch(rows, floats)
-        if n:
-            scratch.tokens[:n] = tree.tokens
-            scratch.parents[:n] = tree.parents
-        sync_threads(step.lib)
+        scratch = step._tree_scratch(tree, n, past)
         la_ptr = self.la_ptr
         learned = False
         if la_ptr is None:
@@ -443,11 +448,4 @@ class BoundVerify:
             if best is None:
                 return self.fallback(pending, tree, past)
             return (*step.walk(best, tree, past, self.cache), False)
-        end = past + 1 + got
-        for layer in self.layers:
-            layer._len = end
-        self.kept[0] = scratch.out_rows[rows]
-        screen = step.screen
-        screen.rows += rows
-        screen.exact += int(scratch.exact[0])
-        return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist(), learned
+        return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned)
