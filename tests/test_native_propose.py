@@ -123,6 +123,33 @@ def test_native_step_gives_the_python_tree_and_side_effects(cache_seqs, history_
     assert fast._native_args is not None  # the native step ran
 
 
+def test_interleaved_drafters_on_one_thread_each_get_their_own_tree():
+    """A step's arguments are bound once and only re-checked (engine.native.propose._bind): two drafters with
+    other estimators, budgets and stop tables, alternating step by step on the thread's one scratch (as two
+    documents' completions do in the server), each still give their own Python path's tree."""
+    rng = np.random.default_rng(0)
+    stream = rng.integers(0, 4, 120)
+    seqs = [rng.integers(0, 4, 12).tolist() for _ in range(8)]
+    table = {(1, 2): [[3, 1, 0]], (0, 3): [[2, 2]]}
+    pairs = []
+    for seed, budget, stop_id in ((0, 64, None), (2, 5, 1)):
+        pair = [_drafter(on, seqs, [([1], [2, 3, 0, 1])], table, seed, 400, 200) for on in (True, False)]
+        for d in pair:
+            d.ret.budget = budget
+            if stop_id is not None:
+                stop = np.zeros(6, dtype=np.uint8)
+                stop[stop_id] = 1
+                d.set_stop_tokens(stop)
+            d.reset(stream[:10])
+        pairs.append(pair)
+    assert pairs[0][0]._native and pairs[1][0]._native
+    for n in range(10, len(stream)):
+        for fast, slow in pairs:
+            a, b = fast.propose(stream[:n]), slow.propose(stream[:n])
+            assert _same(a, b), (n, a, b)
+    assert max(len(p[0].propose(stream)) for p in pairs) > 0
+
+
 def test_native_step_is_used_for_the_default_configuration_and_can_be_switched_off(monkeypatch):
     d = _drafter(True, [[1, 2, 3, 4]], [([1], [2, 3])], {}, 0, 1024, 1024)
     assert d._native
