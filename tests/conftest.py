@@ -16,6 +16,10 @@ TINY_CODER = Path(__file__).resolve().parents[1].parent / "shared" / "models" / 
 # decoder of the suite (language servers started by tests included: they inherit the environment)
 # uses one fixed curve measured on the project's CPU; tests/test_cost_model.py measures for real.
 os.environ.setdefault("FASTCODER_VERIFY_COST", str(Path(__file__).resolve().parent / "data" / "verify_cost_cpu.json"))
+# The same for the native attention's load-time probe (its timing decides how many query rows the kernel takes; on
+# a busy machine it once kept it to one row, and every tree step of that process ran without the native step):
+# the suite takes every row count the probe finds on an idle machine; tests/test_native_attention.py probes.
+os.environ.setdefault("FASTCODER_NATIVE_ATTENTION_ROWS", "64")
 
 
 def third_party_sources(limit: int = 6) -> list[Path]:

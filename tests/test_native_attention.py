@@ -4,6 +4,8 @@ verified draft tree's logits equal sequential decoding's bit for bit."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -172,6 +174,7 @@ def test_a_row_that_sees_nothing_gets_zeros():
 def _installed_model(monkeypatch, max_rows: int = 64):
     model = random_model("llama", vocab_size=256)
     pack_linear_weights(model, budget_bytes=2**30, kernel="native")
+    monkeypatch.delenv(native_attention.ROWS_ENV, raising=False)  # the suite's fixed rows: this one's instead
     monkeypatch.setattr(native_attention, "_probe_forwards", lambda m, report: max_rows)  # whatever the timing
     report = native_attention.install_native_attention(model)
     assert report.installed and report.max_rows == max_rows
@@ -223,6 +226,7 @@ def test_not_installed_when_disabled_or_for_other_attention(monkeypatch):
 @needs_kernel
 def test_a_slower_probe_keeps_sdpa(monkeypatch):
     model = random_model("llama", vocab_size=256)
+    monkeypatch.delenv(native_attention.ROWS_ENV, raising=False)
     monkeypatch.setattr(native_attention, "_probe_forwards", lambda m, report: 0)
     report = native_attention.install_native_attention(model)
     assert not report.installed and "faster" in report.reason
@@ -233,7 +237,24 @@ def test_tiny_coder_reports_its_attention(tiny_coder):
     report = tiny_coder.attention
     assert report is not None
     if attention_library() is not None and report.installed:
-        assert report.max_rows >= 1 and 1 in report.probe_ms
+        assert report.max_rows == int(os.environ[native_attention.ROWS_ENV])  # the suite's fixed rows, not probed
         assert tiny_coder.model.config._attn_implementation == native_attention.NAME
     else:
         assert report.reason
+
+
+@needs_kernel
+def test_the_probe_times_the_forward_unless_the_rows_are_fixed(monkeypatch):
+    """Without $FASTCODER_NATIVE_ATTENTION_ROWS the load-time probe times the model's forward at each probed row count
+    (both attentions, fastest round of each) and decides the rows; with it, the rows are taken as given and nothing is
+    timed; a value that is not a count is ignored (the probe decides)."""
+    monkeypatch.delenv(native_attention.ROWS_ENV, raising=False)
+    probed = native_attention.install_native_attention(random_model("llama", vocab_size=256))
+    assert set(probed.probe_ms) <= set(native_attention.PROBE_ROWS) and 1 in probed.probe_ms
+    assert all(native > 0 and sdpa > 0 for native, sdpa in probed.probe_ms.values())
+    assert probed.max_rows in (0, *native_attention.PROBE_ROWS)
+    monkeypatch.setenv(native_attention.ROWS_ENV, "8")
+    fixed = native_attention.install_native_attention(random_model("llama", vocab_size=256))
+    assert fixed.installed and fixed.max_rows == 8 and not fixed.probe_ms
+    monkeypatch.setenv(native_attention.ROWS_ENV, "many")
+    assert 1 in native_attention.install_native_attention(random_model("llama", vocab_size=256)).probe_ms
