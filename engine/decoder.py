@@ -27,6 +27,7 @@ from .hf_baseline import generate_prompt_lookup
 from .kv_cache import new_kv_cache
 from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
+from .prompt_ids import prompt_ids
 from .steps import decode_one_token, prefill
 from .stops import hit_stop, stop_table, stop_tokens, stop_touching
 from .verify import (SamplingParams, accept, choose_token, compact_cache, greedy_verifier, prune_after_stop,
@@ -292,34 +293,10 @@ class SpeculativeDecoder:
 
     # ----------------------------------------------------------------------------- internals
     def _prompt_ids(self, prompt, max_new_tokens: int) -> tuple[list[int], bool]:
-        tok = self.loaded.tokenizer
-        if isinstance(prompt, str):
-            if tok is None:
-                raise ValueError("a text prompt needs a tokenizer; pass token ids instead")
-            ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        else:
-            ids = [int(t) for t in prompt]
-            vocab = self.loaded.vocab_size  # a config lookup (~4 us): once, not per prompt token
-            bad = [t for t in ids if not 0 <= t < vocab]
-            if bad:
-                raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary (0..{vocab - 1})")
-        if not ids:
-            bos = getattr(tok, "bos_token_id", None) if tok is not None else None
-            bos = bos if bos is not None else getattr(self.loaded.model.config, "bos_token_id", None)
-            if bos is None or not 0 <= int(bos) < self.loaded.vocab_size:
-                raise ValueError("empty prompt, and the model has no BOS token to start from")
-            ids = [int(bos)]
-        # room for the new tokens and one draft tree; the same for every method at default settings,
-        # so all methods see the same (left-truncated) prompt
-        # (plus an SDSAT adaptive branch of at most MAX_ADAPTIVE_TOKENS, for every method alike)
+        """:func:`engine.prompt_ids.prompt_ids` with room for one draft tree of this decoder's budget (the same for
+        every method at default settings, so all methods see the same prompt) and an SDSAT adaptive branch."""
         tree_room = max(64, int(self.options.get("draft_budget", 64))) + 1 + MAX_ADAPTIVE_TOKENS
-        room = self.loaded.max_positions - max_new_tokens - tree_room
-        room = max(room, 1)
-        if len(ids) > room:
-            log.warning("prompt of %d tokens is longer than the model allows with %d new tokens; "
-                        "keeping its last %d tokens", len(ids), max_new_tokens, room)
-            return ids[-room:], True
-        return ids, False
+        return prompt_ids(self.loaded, prompt, max_new_tokens, tree_room)
 
     def _reuse_prompt_kv(self, doc: FastCoderCache | None, ids: list[int]) -> tuple[DynamicCache, int]:
         """A KV cache holding the first ``start`` prompt tokens, taken from the document's last
@@ -426,6 +403,13 @@ class SpeculativeDecoder:
             verify = greedy_verifier(model, cache, self.estimator, hits, head) if drafter is not None \
                 else greedy_verifier(model, cache)
         head_in_verify = head is not None and getattr(verify, "head", None) is head
+        # each next step drafted inside the verification's native call (the fastcoder drafter's native step on a
+        # CPU): its tree verified in place by the next call, ~100 us of Python a step fewer
+        ahead = None
+        if verify is not None and drafter is not None and not remaining and hasattr(verify, "verify_draft"):
+            make = getattr(drafter, "draft_ahead", None)
+            ahead = make(eos, max_new) if make is not None else None
+        drafted = False  # the last verification drafted this step's tree (ahead.next_tree has it)
         shared = self.estimator.depth_one if self.estimator is not None else None
         if shared is not None:  # no hidden state of this prompt yet (and none at all where this decoder has no head)
             shared.disable()
@@ -491,14 +475,27 @@ class SpeculativeDecoder:
                 continue
             t = time.perf_counter()
             ctx_view = context[:n_ctx]
-            tree = self._verifiable(drafter.propose(ctx_view), remaining, stop_tokens, max_new - len(out))
+            tree, cut = ahead.next_tree(ctx_view) if drafted else (None, False)
+            if tree is None:
+                tree = drafter.propose(ctx_view)
+            if not cut:
+                tree = self._verifiable(tree, remaining, stop_tokens, max_new - len(out))
+            fused = ahead is not None and not tree.n_adaptive and ahead.ready(n_ctx, len(out))
             t_forward = time.perf_counter()
             retrieval_s += t_forward - t
             draft_sizes.append(len(tree))
-            counted = False  # the estimates and hits learned in the verification's call
-            if argmax_only and not remaining and not tree.n_adaptive:
+            counted = drafted = False  # the estimates and hits learned in the verification's call; the next tree
+            if fused:  # forward, walk, compaction, the counts and the next step's tree: one native call
+                path, committed, counted, drafted = verify.verify_draft(pending, tree, past_len, ahead)
+                spent = ahead.drafting_s() if drafted else 0.0
+                forward_s += time.perf_counter() - t_forward - spent
+                retrieval_s += spent
+                if not drafted and getattr(tree, "in_builder", False):  # the call was not taken: arrays intact
+                    tree = tree.tree()
+            elif argmax_only and not remaining and not tree.n_adaptive:
                 # forward, walk, compaction and the counts (one native call on a CPU): timed as the forward
-                path, committed, counted = verify(pending, tree, past_len)
+                path, committed, counted = verify(pending, tree.tree() if getattr(tree, "in_builder", False)
+                                                  else tree, past_len)
                 forward_s += time.perf_counter() - t_forward
             else:
                 logits = tree_forward(model, cache, pending, tree, past_len)
@@ -508,7 +505,13 @@ class SpeculativeDecoder:
                 committed = tree.tokens[path].tolist() + [bonus]
             if tree.n_adaptive:
                 drafter.observe_logits(ctx_view, tree, logits, path, committed)
-            retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits, counted)
+            if drafted:  # the builder's arrays hold the next tree now: the drafter observes what the call kept
+                t = time.perf_counter()
+                drafter.observe_path(ctx_view, ahead.first_source(), len(path), committed)
+                ahead.observed()
+                retrieval_s += time.perf_counter() - t
+            else:
+                retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits, counted)
             if head is not None and not (counted and head_in_verify):
                 self._feed_head(path, committed[0])
             accepted_lengths.append(len(committed))

@@ -435,6 +435,14 @@ class FastCoderDrafter:
         return build_draft_tree(self.candidates(context), self.ret.budget, self.ret.min_prob, self.estimator, cost,
                                 self.opts.tree_max_depth, self.stop)
 
+    def draft_ahead(self, eos, max_new: int):
+        """The fields for drafting each next step inside the verification's native call
+        (:class:`engine.native.propose.DraftAhead`, for ``eos`` ids and ``max_new`` tokens), or None where this
+        drafter's step is not the native one."""
+        if not self._native or self._native_args is None:
+            return None
+        return self._native_args.ahead.start(self, eos, max_new)
+
     def cost_at(self, context_len: int):
         """The verify cost curve at a KV cache of ``context_len`` tokens (:meth:`engine.cost_model.VerifyCost.at`,
         which depends on ``context_len // CONTEXT_BUCKET`` only: kept per bucket)."""
@@ -475,13 +483,18 @@ class FastCoderDrafter:
             self.history.add(context[:self._prompt_len], context[self._prompt_len:])
 
     def observe(self, context, tree, path, accepted) -> None:
+        if self.opts.use_cache:
+            self.observe_path(context, int(tree.sources[path[0]]) if path else 0, len(path), accepted)
+
+    def observe_path(self, context: np.ndarray, first_source: int, n_path: int, accepted: list[int]) -> None:
+        """:meth:`observe` from what it reads of the tree: ``first_source``, the source bits of the first of the
+        ``n_path`` accepted nodes (0: none), ``accepted`` the committed tokens (the path's, then the model's own)."""
         if not self.opts.use_cache:
             return
-        retrieved = SOURCE_REPO | SOURCE_COMMON | SOURCE_CACHE
-        if path and int(tree.sources[path[0]]) & retrieved:
+        if n_path and first_source & (SOURCE_REPO | SOURCE_COMMON | SOURCE_CACHE):
             # the verified retrieved sequence: the query suffix and the accepted draft (accepted's first
             # len(path) tokens are the path's)
-            self.cache.add(context[-self.ret.n_max:].tolist() + list(accepted[:len(path)]))
+            self.cache.add(context[-self.ret.n_max:].tolist() + list(accepted[:n_path]))
         end = len(context) + len(accepted)
         if end - self._chunk_from >= self.opts.output_chunk:
             # the chunk: context[lo:] and every committed token (context + accepted up to end)

@@ -49,6 +49,25 @@ def test_continuations_are_cut_after_their_first_stop_token():
         == [3, 12, -1]  # one (L,) row
 
 
+#: Per verify_draft call: whether its tree was the one the call before drafted (verified in place).
+DRAFTED: list[bool] = []
+
+
+def _with_draft(recording, verify, record):
+    """``recording`` (a verifier's wrapper) with the bound verifier's ``verify_draft`` (the next step drafted in the
+    same call, its tree verified in place) recording each tree it verifies too (copied out of the builder's
+    arrays before the call reuses them); ``recording.past`` holds that step's past length."""
+    draft = getattr(verify, "verify_draft", None)
+    if draft is not None:
+        def recording_draft(pending, tree, past_len, ahead):
+            recording.past = past_len
+            DRAFTED.append(getattr(tree, "in_builder", False))
+            record(tree.tree() if getattr(tree, "in_builder", False) else tree)
+            return draft(pending, tree, past_len, ahead)
+        recording.verify_draft = recording_draft
+    return recording
+
+
 def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder, real_code_prompts, monkeypatch):
     """Stop "\\n" (the server's line mode): the same text as ar, no verified node below a token that holds a
     newline, and fewer draft tokens verified than with the pruning switched off."""
@@ -68,17 +87,18 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
         def recording(pending, tree, past_len):
             verified.append(tree)
             return verify(pending, tree, past_len)
-        return recording
+        return _with_draft(recording, verify, verified.append)
 
     monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
     monkeypatch.setattr(decoder_module, "greedy_verifier", recording_verifier)
+    DRAFTED.clear()
     prompts = [ids for _, ids in real_code_prompts[:6]]
     ar = SpeculativeDecoder(tiny_coder, "ar")
     pruned = SpeculativeDecoder(tiny_coder, "fastcoder")
     want = [ar.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
     got = [pruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
     assert [g.text for g in got] == [w.text for w in want]
-    assert verified
+    assert verified and any(DRAFTED)  # trees drafted inside the verification's call were among them
     for tree in verified:
         below = tree.parents[tree.parents >= 0]
         assert not newline[tree.tokens[below]].any()
@@ -147,12 +167,13 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
         def recording(pending, tree, past_len):
             seen.append((tree, past_len))
             return verify(pending, tree, past_len)
-        return recording
+        return _with_draft(recording, verify, lambda tree: seen.append((tree, recording.past)))
 
     monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
     monkeypatch.setattr(decoder_module, "greedy_verifier", recording_verifier)
     ar = SpeculativeDecoder(tiny_coder, "ar")
     deepest = 0
+    DRAFTED.clear()
     for _, ids in real_code_prompts[:3]:
         ids = list(ids[-150:]) * 3  # the model goes on copying: long drafts from the context
         for method in ("fastcoder", "copyspec"):
@@ -166,3 +187,4 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
                         assert int(tree.depths.max()) <= max_new - done
                         deepest = max(deepest, int(tree.depths.max()))
     assert deepest >= 3  # long drafts were there to cut
+    assert any(DRAFTED)  # among them trees drafted inside the verification's call, cut there

@@ -15,6 +15,13 @@ a second C call (``fc_propose_retrieve``: each store's suffix-array search from 
 :class:`~engine.datastore.MatchState` and its continuations, ``fc_ds_retrieve`` in datastore.c); a D_r with an edit
 pending (its search merges base and overlay) is searched in Python. Any other configuration takes the Python path
 (:func:`supported` and the ``None`` results below). ``$FASTCODER_NATIVE_PROPOSE=0`` turns it off.
+
+On the CPU's one-call greedy step the next step's tree is drafted inside the verification's own native call
+(``fc_verify_propose``: the verification, the drafter's observation of it in the cache's mirror, the committed tokens
+appended to the copy's sequence, ``fc_propose``), left in the builder's arrays and verified there by the next call
+(:class:`DraftAhead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the same trees,
+without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays (the datastores' turn still runs
+here, after the call).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import os
 import numpy as np
 
 from ..acceptance import AcceptanceEstimator
+from ..cost_model import CONTEXT_BUCKET
 from ..datastore.matching import NATIVE_TAIL_MAX
 from ..draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree
 from ..tree_builder import SIZED_MAX_ROWS, build_draft_tree
@@ -145,6 +153,7 @@ class ProposeArgs:
         self.kept_copy = np.zeros(2 + MAX_WIDTH, dtype=np.int64)
         self.pa[33] = self.kept_copy.ctypes.data
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
+        self.ahead = DraftAhead()  # the fields for drafting inside the verification's call (DraftAhead.start)
         self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
         # D_r and D_c searched in C where their settings allow (fc_propose_retrieve)
         mm, width = int(ret.max_matches), int(ret.draft_len)
@@ -199,7 +208,18 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     cache_len = _sync_cache(args, cache)
     n_ctx = len(idx)
     found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, -1)
+    return _after_propose(drafter, args, sc, context, found, cost, cache_len)
+
+
+def _after_propose(drafter, args: ProposeArgs, sc, context: np.ndarray, found: int, cost, cache_len: int,
+                   builder: bool = False):
+    """The rest of :func:`propose_native` after fc_propose returned ``found`` for ``context`` (the copy's index
+    holding it): the counters, the datastores' turn, the tree. ``builder``: a tree the C builder kept is returned
+    as a :class:`BuilderTree` over its outputs rather than copied (only where fc_propose itself built it)."""
+    cache = drafter.cache
     if found == RETRIEVE:  # the cache (and the copy, unless searched beside it) had nothing: D_r and D_c, the tree
+        lib, n_ctx = args.lib, len(drafter.context_index)
+        budget, min_prob = drafter.ret.budget, drafter.ret.min_prob
         cache.lookups += 1
         key = drafter._retrieval_key(context)
         if key is not None:
@@ -228,7 +248,7 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     elif found >= CACHE_HIT:
         cache.hits += 1
         found -= CACHE_HIT
-    return _tree_from(sc, found)
+    return BuilderTree(sc, found) if builder else _tree_from(sc, found)
 
 
 def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_prob: float, cost) -> DraftTree:
@@ -328,3 +348,184 @@ def _sync_history(args: ProposeArgs, hist) -> int:
         args.history_pointers = got = hist.mirror.pointers
         args.pa[2], args.pa[24], args.pa[25], args.pa[26] = got
     return n
+
+
+class BuilderTree:
+    """A draft tree left in the C tree builder's outputs (``scratch``'s, :class:`engine.native.tree._NativeScratch`):
+    its first ``n`` nodes, breadth-first, as :func:`engine.native.tree._tree_from` would copy them. The next
+    ``fc_verify_propose`` call (:meth:`engine.native.step.BoundVerify.verify_draft`) verifies it in place;
+    :meth:`tree` copies it out for any other reader. Valid until the builder's next tree on this thread."""
+
+    __slots__ = ("scratch", "n")
+    in_builder = True
+    n_adaptive = 0
+
+    def __init__(self, scratch, n: int):
+        self.scratch, self.n = scratch, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def tree(self) -> DraftTree:
+        """The tree as a :class:`engine.draft_tree.DraftTree` (its arrays copied)."""
+        return _tree_from(self.scratch, self.n)
+
+
+#: fc_verify_propose's fields (VP_* in propose.c) and its results.
+VP_FIELDS = 34
+(VP_TOKENS, VP_PARENTS, VP_ARGMAX, VP_PATH, VP_COMMITTED, VP_EXACT, VP_FROM_BUILDER, VP_CTX_LEN, VP_CTX_CAP,
+ VP_CACHE_LEN, VP_HISTORY_LEN, VP_OUT_LEN, VP_MAX_NEW, VP_EOS, VP_N_EOS, VP_STOP, VP_N_STOP, VP_BUCKET_END,
+ VP_FOUND, VP_PROPOSE_NS, VP_FIRST_SOURCE, VP_NEXT_N, VP_NEXT_TABLE, VP_NEXT_TABLE_LEN, VP_NEXT_END,
+ VP_OBSERVE, VP_CACHE_CAP, VP_CACHE_MAX_TOKENS, VP_CACHE_N_MIN, VP_N_MAX, VP_PROMPT_LEN, VP_CHUNK_FROM,
+ VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT) = range(VP_FIELDS)
+#: Context tokens past its own a step's context may reach (its tree's depth and the bonus token, at most).
+_REACH = 3 * CONTEXT_BUCKET
+NOT_RUN = -200
+NEXT_UNCUT = -1
+
+
+class DraftAhead:
+    """The next step's drafting done in the verification's native call (``fc_verify_propose`` in propose.c): the
+    fields of :meth:`engine.native.step.BoundVerify.verify_draft`, one set per thread and drafter settings (kept by
+    :class:`ProposeArgs`, taken by each generation's drafter through :meth:`start`).
+
+    Per step the decoder calls :meth:`ready` (the drafter's arguments checked as :func:`propose_native` checks them,
+    the cache's and the history's mirrors synced, the generation's state), the verification with :attr:`vp`, the
+    drafter's observation of the step and :meth:`observed`, then, after committing, :meth:`next_tree` for the tree
+    the call drafted: the tree :meth:`FastCoderDrafter.propose` would give after that observation (the call makes
+    the observation's additions to the cache's mirror before it drafts).
+    """
+
+    def __init__(self):
+        self.vp = np.zeros(VP_FIELDS, dtype=np.int64)
+        self.vp_ptr = self.vp.ctypes.data
+        self.drafter = None
+        self.eos = np.zeros(0, dtype=np.int64)
+        self.stop = None  # the stop table vp[VP_STOP] points at
+        self.scratch = None  # the step scratch whose buffers vp[:6] point at
+        self.args = self.sc = None  # the drafter's fc_propose arguments and tree scratch this step uses
+        self.curves = (None, None)  # (the cost curve, the context bucket) vp's curve fields were made for
+        self.curve_fields: dict = {}  # (id of a curve, bucket) -> (the curve, its fields, the next curve's table)
+        self.lock = None
+
+    def start(self, drafter, eos, max_new: int) -> "DraftAhead":
+        """Take the fields for ``drafter``'s generation (``eos``: the model's end-of-sequence ids, ``max_new``
+        tokens at most); returns self."""
+        self.drafter = drafter
+        eos = sorted(int(t) for t in eos)
+        if eos != self.eos.tolist():
+            self.eos = np.array(eos, dtype=np.int64)
+        vp = self.vp
+        vp[VP_EOS], vp[VP_N_EOS], vp[VP_MAX_NEW] = self.eos.ctypes.data if eos else 0, len(eos), max_new
+        self.lock = drafter.history._lock if drafter.history is not None else None
+        cache, opts = drafter.cache, drafter.opts
+        vp[VP_OBSERVE], vp[VP_CACHE_MAX_TOKENS], vp[VP_CACHE_N_MIN] = int(opts.use_cache), cache.max_tokens, cache.n_min
+        vp[VP_N_MAX], vp[VP_PROMPT_LEN], vp[VP_OUTPUT_CHUNK] = drafter.ret.n_max, drafter._prompt_len, opts.output_chunk
+        return self
+
+    def ready(self, n_ctx: int, out_len: int) -> bool:
+        """Set up a step whose context holds ``n_ctx`` tokens (the pending token last; the copy's buffer holds them)
+        and whose output ``out_len`` (the pending token counted): False where the call cannot draft (the drafter's
+        estimator or cost curve outside the C builder's, the copy's buffer not made)."""
+        drafter = self.drafter
+        args = drafter._native_args
+        seq = drafter.context_index._native
+        cost = drafter.cost_at(n_ctx)
+        if args is None or seq is None or getattr(cost, "upto", None) is None:
+            return False
+        sc = args.scratch
+        if sc is None or sc.fits[1] < drafter.opts.tree_max_depth or not sc.use_estimator(drafter.estimator):
+            return False
+        pa, vp = args.pa, self.vp
+        if seq is not args.seq:
+            pa[0], args.seq = seq[1][0], seq
+        set_limits(sc, cost, drafter.ret.budget, drafter.ret.min_prob)
+        stop = drafter.stop
+        set_stop(sc, stop)
+        if stop is not self.stop:
+            vp[VP_STOP], vp[VP_N_STOP] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
+            self.stop = stop
+        vp[VP_CTX_LEN], vp[VP_CTX_CAP], vp[VP_OUT_LEN] = n_ctx, len(seq[0][0]), out_len
+        bucket = n_ctx // CONTEXT_BUCKET
+        if self.curves[0] is not cost or self.curves[1] != bucket:
+            held = self.curve_fields.get((id(cost), bucket))
+            if held is None or held[0] is not cost:
+                held = self.curve_fields[(id(cost), bucket)] = (cost, *self._curve_fields(cost, n_ctx, sc))
+            vp[VP_BUCKET_END], vp[VP_NEXT_TABLE], vp[VP_NEXT_TABLE_LEN], vp[VP_NEXT_END] = held[1]
+            self.curves = (cost, bucket)
+        cache = drafter.cache
+        vp[VP_CACHE_LEN] = _sync_cache(args, cache)
+        vp[VP_CACHE_CAP], vp[VP_CHUNK_FROM] = len(cache.mirror.array), drafter._chunk_from
+        self.args, self.sc = args, sc
+        return True
+
+    def observed(self) -> None:
+        """After the drafter observed a step the call drafted after (:meth:`FastCoderDrafter.observe_path`, its
+        additions to the cache's list): the cache's mirror holds them already (the call wrote them, to draft after
+        them), so its length is moved to the list's; where the call's additions and the list's disagree, or it left
+        them to Python part way, the mirror is rebuilt at its next sync."""
+        got = int(self.vp[VP_CACHE_LEN_OUT])
+        if got == -2:  # not observed in the call: the next sync brings the mirror up to the list
+            return
+        cache = self.drafter.cache
+        mirror = cache.mirror
+        if got >= 0 and got == len(cache._buf) and cache._buf is mirror.source:
+            mirror.length = got
+        else:
+            mirror.source = None
+
+    def _curve_fields(self, cost, n_ctx: int, sc) -> tuple[tuple[int, int, int, int], np.ndarray | None]:
+        """vp's cost-curve fields for contexts from ``n_ctx`` tokens (kept per curve and bucket): where ``cost``
+        (the builder's curve) stops serving (the drafter's curves change per context bucket:
+        :meth:`engine.cost_model.VerifyCost.at`), the next curve's table (held in the result: vp points at it) and
+        where that one stops, within the most a step adds."""
+        at = self.drafter.cost.at
+        first = (n_ctx // CONTEXT_BUCKET + 1) * CONTEXT_BUCKET
+        end = next((b for b in range(first, n_ctx + _REACH + CONTEXT_BUCKET, CONTEXT_BUCKET) if at(b) is not cost),
+                   1 << 62)
+        if end == 1 << 62:
+            return (end, 0, 0, 0), None
+        nxt = at(end)
+        view = nxt.upto(min(self.drafter.ret.budget, sc.fits[0] * sc.fits[1]))
+        table = view.base if view.base is not None else view
+        next_end = next((b for b in range(end + CONTEXT_BUCKET, end + _REACH + CONTEXT_BUCKET, CONTEXT_BUCKET)
+                         if at(b) is not nxt), 1 << 62)
+        return (end, table.ctypes.data, len(table), next_end), table
+
+    def history_len(self) -> None:
+        """vp's history length, the history's buffer synced (the caller holds its lock)."""
+        hist = self.drafter.history
+        self.vp[VP_HISTORY_LEN] = 0 if hist is None else _sync_history(self.args, hist)
+
+    def next_tree(self, context: np.ndarray):
+        """The next step's tree after a verification that drafted it, ``context`` ((T,) int64) the committed
+        context with the new pending token last: a :class:`BuilderTree` (cut to the tokens left), a
+        :class:`engine.draft_tree.DraftTree` (the datastores' turn, or a cut the C code left to the caller: not yet
+        cut by the decoder's ``_verifiable``: second item False), or None (nothing drafted: the caller proposes).
+        Returns ``(tree, cut)``."""
+        vp = self.vp
+        found = int(vp[VP_FOUND])
+        if found == NOT_RUN:
+            return None, False
+        drafter = self.drafter
+        if found < 0 and found not in (RETRIEVE, NOTHING, NOTHING_SKIPPED):
+            return None, False
+        if found == RETRIEVE:  # the datastores' turn runs in Python, on the index extended to the context
+            drafter.context_index.extend_to(context)
+        got = _after_propose(drafter, self.args, self.sc, context, found, drafter.cost_at(len(context)),
+                             int(vp[VP_CACHE_LEN]), builder=True)
+        if type(got) is BuilderTree:
+            cut = int(vp[VP_NEXT_N])
+            if cut == NEXT_UNCUT:
+                return got.tree(), False
+            got.n = cut
+            return got, True
+        return got, False
+
+    def drafting_s(self) -> float:
+        """The last call's drafting time (s: its fc_propose, timed in C)."""
+        return int(self.vp[VP_PROPOSE_NS]) * 1e-9
+
+    def first_source(self) -> int:
+        """The source bits of the last call's first accepted node (0: none accepted)."""
+        return int(self.vp[VP_FIRST_SOURCE])

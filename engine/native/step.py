@@ -420,6 +420,64 @@ class BoundVerify:
         self.epoch = buffers_epoch()  # after _ready, which may have grown the buffers
         return True
 
+    def verify_draft(self, pending: int, tree, past: int, ahead) -> tuple[list[int], list[int], bool, bool]:
+        """:meth:`__call__`, then the next step's drafting in the same native call (``fc_verify_propose``): ``ahead``
+        an :class:`engine.native.propose.DraftAhead` made :meth:`~engine.native.propose.DraftAhead.ready` for this
+        step; ``tree`` a DraftTree or the :class:`~engine.native.propose.BuilderTree` the last call drafted (verified
+        in place). Returns ``(path, committed, learned, drafted)``; ``drafted`` False where the call was not taken
+        (the step ran as :meth:`__call__`, nothing drafted) or did not draft (``ahead``'s result says which)."""
+        n = len(tree)
+        rows = n + 1
+        step = self.step
+        in_builder = getattr(tree, "in_builder", False)
+        if rows > self.max_rows or self.la_ptr is None:  # as __call__ takes it
+            return (*self(pending, tree.tree() if in_builder else tree, past), False)
+        if ((self.epoch != buffers_epoch() or past + rows > self.capacity or step.plan.pointed is not self.pointed
+             or not all(map(past.__eq__, map(_LEN, self.layers)))) and not self._check(rows, past)):
+            return (*self.fallback(pending, tree.tree() if in_builder else tree, past), False)
+        scratch = step._scratch(rows, rows * (past + rows) if n else 0)
+        sync_threads(step.lib)
+        vp, la = ahead.vp, self.la
+        if scratch is not ahead.scratch:
+            vp[0:6] = [scratch.tokens_ptr, scratch.parents_ptr, *scratch.verify_ptrs]
+            ahead.scratch = scratch
+        if in_builder:
+            est = self.estimator
+            beta = self.beta
+            estimated = est is not None and ((beta is not None and beta[0] is est.accepted and beta[1] is est.tried
+                                              and beta[2] is est.pooled_accepted and beta[3] is est.pooled_tried)
+                                             or self._point_estimator())
+            ready = est is None or estimated  # as _learn_args: the hits alone where there is no estimator
+            ia = tree.scratch.ia
+            la[0], la[1] = (ia[31] if estimated else 0), ia[32]
+            vp[6] = 1
+        else:
+            ready = self._learn_args(tree, scratch, n)
+            if n:
+                scratch.tokens[:n] = tree.tokens
+                scratch.parents[:n] = tree.parents
+            vp[6] = 0
+        args = ahead.args
+        if ahead.lock is None:
+            got = step.lib.fc_verify_propose(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
+                                             *args.addresses, ahead.vp_ptr)
+        else:
+            with ahead.lock:  # another thread's add may replace the history's buffer
+                ahead.history_len()
+                got = step.lib.fc_verify_propose(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
+                                                 *args.addresses, ahead.vp_ptr)
+        learned = ready and bool(la[11])
+        if learned and self.head is not None:
+            self.head.learned += int(la[15])
+        if got < 0:  # as __call__ (nothing drafted)
+            if in_builder:
+                tree = tree.tree()
+            best = step._finish(got, scratch, self.layers, past, rows, self.kept)
+            if best is None:
+                return (*self.fallback(pending, tree, past), False)
+            return (*step.walk(best, tree, past, self.cache), False, False)
+        return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned, True)
+
     def __call__(self, pending: int, tree, past: int) -> tuple[list[int], list[int], bool]:
         n = len(tree)
         rows = n + 1

@@ -1,0 +1,91 @@
+"""The next step drafted inside the verification's native call (engine.native.propose.DraftAhead,
+``fc_verify_propose``; BoundVerify.verify_draft): the tree it leaves in the builder's arrays is the drafter's own for
+that context, cut to the tokens left, and a generation through it is the model's own output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine.drafters as drafters_module
+from engine.cost_model import VerifyCost
+from engine.decoder import SpeculativeDecoder
+from engine.native import library
+from engine.native import propose as native_propose
+from engine.native.step import BoundVerify
+from test_native_propose import _chains_hold
+
+pytestmark = pytest.mark.skipif(library() is None, reason="no C compiler: the native step is not built here")
+
+
+def _counting(monkeypatch) -> dict:
+    """Count the fused calls and the steps whose tree one of them drafted (verified in place)."""
+    seen = {"calls": 0, "in_place": 0}
+    real = BoundVerify.verify_draft
+
+    def verify_draft(self, pending, tree, past, ahead):
+        seen["calls"] += 1
+        seen["in_place"] += bool(getattr(tree, "in_builder", False))
+        return real(self, pending, tree, past, ahead)
+    monkeypatch.setattr(BoundVerify, "verify_draft", verify_draft)
+    return seen
+
+
+def test_generations_drafted_in_the_verification_call_are_the_models_own(tiny_coder, real_code_prompts, monkeypatch):
+    """Whole functions, line completions (stop at the newline) and a few tokens (max_new 5, the tree cut in C to the
+    tokens left): fastcoder's text and tokens are ar's, most steps verify the tree the call before drafted, and the
+    drafting timed in C is reported as drafting."""
+    seen = _counting(monkeypatch)
+    ar = SpeculativeDecoder(tiny_coder, "ar")
+    fast = SpeculativeDecoder(tiny_coder, "fastcoder")
+    for _, ids in real_code_prompts[:4]:
+        for stop, max_new in ((None, 48), (["\n"], 32), (None, 5)):
+            want = ar.generate(ids, max_new_tokens=max_new, stop=stop)
+            got = fast.generate(ids, max_new_tokens=max_new, stop=stop)
+            assert (got.text, got.token_ids) == (want.text, want.token_ids)
+            assert got.stats["retrieval_ms"] > 0
+    assert seen["calls"] > 0 and seen["in_place"] > seen["calls"] / 3, seen
+
+
+def test_the_tree_drafted_in_the_call_is_the_drafters_own_for_that_context(tiny_coder, real_code_prompts,
+                                                                           monkeypatch):
+    """Every tree the call left in the builder's arrays equals fc_propose's tree for the same context called from
+    Python after the drafter observed the step (the call made the same additions to the cache's mirror first), its
+    first nodes within the tokens left; sized on the cost curve of the new context's bucket where the step crossed
+    into it. The mirror then equals the cache's list, chains included."""
+    compared, crossed, added = [], [], []  # per tree; whether the call added to the cache first
+    real_next = native_propose.DraftAhead.next_tree
+
+    def next_tree(self, context):
+        got, cut = real_next(self, context)
+        if type(got) is native_propose.BuilderTree:
+            mine = got.tree()
+            drafter = self.drafter
+            mirror = drafter.cache.mirror
+            buf = drafter.cache._buf
+            assert mirror.length == len(buf) and np.array_equal(mirror.array[:len(buf)], buf)
+            assert _chains_hold(mirror, buf)
+            added.append(int(self.vp[native_propose.VP_CACHE_LEN_OUT]) > int(self.vp[native_propose.VP_CACHE_LEN]))
+            want = native_propose.propose_native(drafter, context, drafter.cost_at(len(context)))
+            left = int(self.vp[native_propose.VP_MAX_NEW]) - int(self.vp[native_propose.VP_OUT_LEN]) \
+                - (len(context) - int(self.vp[native_propose.VP_CTX_LEN]))
+            keep = int((want.depths <= left).sum())
+            assert cut and len(mine) == keep
+            for field in ("tokens", "parents", "depths", "sources", "keys"):
+                assert np.array_equal(getattr(mine, field), getattr(want, field)[:keep]), field
+            assert np.allclose(mine.probs, want.probs[:keep])
+            compared.append(keep)
+            crossed.append(len(context) >= int(self.vp[native_propose.VP_BUCKET_END]))  # drafted on the next curve
+        return got, cut
+    monkeypatch.setattr(native_propose.DraftAhead, "next_tree", next_tree)
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64]
+    short = [1.37, 1.51, 1.64, 1.85, 1.98, 2.12, 2.47, 2.72, 3.42, 4.15]  # tests/data/verify_cost_cpu.json's
+    # from 544 tokens on verification is nearly free: the curve of the bucket a step ends in sizes wider trees
+    cost = VerifyCost(sizes, short, 5.68, 512, long_ratios=[1.0 + 0.01 * n for n in sizes], long_context=544,
+                      long_decode_ms=7.0)
+    fast = SpeculativeDecoder(tiny_coder, "fastcoder", verify_cost=cost)
+    for _, ids in real_code_prompts[:3]:
+        for max_new in (64, 6):
+            # a repeated text (long copies to cut) of 500 tokens: its steps cross into the buckets of 512 and 544
+            fast.generate(list(ids[-250:]) * 2, max_new_tokens=max_new)
+    assert len(compared) > 10 and max(compared) > 3 and any(crossed) and any(added)
