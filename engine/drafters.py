@@ -344,6 +344,8 @@ class FastCoderDrafter:
         self.repo_state, self.common_state = MatchState(), MatchState()
         self.missing: set[tuple[int, ...]] = set()
         self._missing_version = None
+        self.missing_changes = 0  # additions and clears of the missing table (the native step mirrors it)
+        self.coin = None  # the skip coin drawn ahead (take_coin)
         self.rng = random.Random(self.opts.seed)
         self.skipped = 0
         self._prompt_len = 0
@@ -390,11 +392,12 @@ class FastCoderDrafter:
             if version != self._missing_version:  # D_r changed: earlier misses may now hit
                 self.missing.clear()
                 self._missing_version = version
+                self.missing_changes += 1
             if key in self.missing:
                 self.skipped += 1
                 return None
             if self.token_info is not None and self.token_info.at_line_start(context) \
-                    and self.rng.random() >= opts.skip_probability:
+                    and self.take_coin() >= opts.skip_probability:
                 self.skipped += 1
                 return None
         return key
@@ -416,6 +419,16 @@ class FastCoderDrafter:
         """Neither D_r nor D_c continues the context ending in ``key``: into the missing table (FastCoder Alg. 1)."""
         if self.opts.use_strategy and (self.repo is not None or self.common is not None):
             self.missing.add(key)
+            self.missing_changes += 1
+
+    def take_coin(self) -> float:
+        """The skip token's coin (FastCoder Alg. 1): the next draw of the drafter's generator, drawn ahead where the
+        native step needs it before the turn (``coin``), so that both paths use the same draws in the same order."""
+        coin = self.coin
+        if coin is None:
+            return self.rng.random()
+        self.coin = None
+        return coin
 
     def propose(self, context: np.ndarray) -> DraftTree:
         """The draft tree for ``context`` ((T,) int64: prompt + output so far), sized against the verify

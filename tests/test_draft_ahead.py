@@ -58,7 +58,7 @@ def test_the_tree_drafted_in_the_call_is_the_drafters_own_for_that_context(tiny_
 
     def next_tree(self, context):
         got, cut = real_next(self, context)
-        if type(got) is native_propose.BuilderTree:
+        if type(got) is native_propose.BuilderTree and not int(self.vp[native_propose.VP_RETRIEVED]):
             mine = got.tree()
             drafter = self.drafter
             mirror = drafter.cache.mirror
@@ -89,3 +89,66 @@ def test_the_tree_drafted_in_the_call_is_the_drafters_own_for_that_context(tiny_
             # a repeated text (long copies to cut) of 500 tokens: its steps cross into the buckets of 512 and 544
             fast.generate(list(ids[-250:]) * 2, max_new_tokens=max_new)
     assert len(compared) > 10 and max(compared) > 3 and any(crossed) and any(added)
+
+
+def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_code_prompts, monkeypatch):
+    """With D_r and D_c (their searches, the missing table, the skip token's coin at line starts taken in the call
+    where fc_propose gives the datastores their turn): the same text, the same trees verified step by step as with
+    the drafter's propose before each verification, and the same counts (lookups, skips, the missing table, the
+    stores' probes and their match states' searches). Real code with stores from other files, and prompts drawn
+    from a few tokens and newlines with stores of other tokens (misses recur: the missing table and the coin act)."""
+    from engine.datastore import Datastore
+
+    docs = [list(ids) for _, ids in real_code_prompts]
+    rng = np.random.default_rng(0)
+    info = tiny_coder.token_info
+    newlines = [int(t) for t in np.flatnonzero(info.ends_with_newline_ws)[:3]]
+    pool = rng.choice(tiny_coder.vocab_size, 12, replace=False).tolist() + newlines
+    other = [t for t in range(tiny_coder.vocab_size) if t not in pool][:200]
+    scenarios = [([d[:200] for d in docs[4:6]], [d[:200] for d in docs[6:]],
+                  [d[:len(d) // 2][-300:] for d in docs[:4]], {}),
+                 ([rng.choice(other, 300).tolist()], [rng.choice(other, 300).tolist()],
+                  [rng.choice(pool, 300).tolist() for _ in range(4)], {}),
+                 # D_r and D_c searched at every cache miss beside the copy: a missed pair comes back to them
+                 ([rng.choice(other, 300).tolist()], [rng.choice(other, 300).tolist()],
+                  [rng.choice(pool, 300).tolist() for _ in range(4)], {"retrieve_beside_copy": True})]
+    real_make, real_draft, real_call = SpeculativeDecoder._make_drafter, BoundVerify.verify_draft, BoundVerify.__call__
+    turns = []
+    for repo_docs, common_docs, prompts, options in scenarios:
+        runs = {}
+        for fused in (True, False):
+            repo = Datastore.from_documents(repo_docs, tiny_coder.vocab_size)
+            common = Datastore.from_documents(common_docs, tiny_coder.vocab_size)
+            trees, drafters = [], []
+
+            def make(self, cache, greedy=True, fused=fused, drafters=drafters):
+                d = real_make(self, cache, greedy)
+                drafters.append(d)
+                if not fused:
+                    d.draft_ahead = lambda eos, max_new: None
+                return d
+
+            def verify_draft(self, pending, tree, past, ahead, trees=trees):
+                trees.append(tree.tree() if getattr(tree, "in_builder", False) else tree)
+                got = real_draft(self, pending, tree, past, ahead)
+                turns.append(int(ahead.vp[native_propose.VP_RETRIEVED]))
+                return got
+
+            def call(self, pending, tree, past, trees=trees):
+                if len(tree):
+                    trees.append(tree)
+                return real_call(self, pending, tree, past)
+            monkeypatch.setattr(SpeculativeDecoder, "_make_drafter", make)
+            monkeypatch.setattr(BoundVerify, "verify_draft", verify_draft)
+            monkeypatch.setattr(BoundVerify, "__call__", call)
+            dec = SpeculativeDecoder(tiny_coder, "fastcoder", repo_datastore=repo, common_datastore=common, **options)
+            texts = [dec.generate(ids, max_new_tokens=64, stop=stop).text for ids in prompts
+                     for stop in (None, ["\n"])]
+            counts = [(d.cache.lookups, d.cache.hits, d.skipped, sorted(d.missing), d.repo_state.searches,
+                       d.common_state.searches) for d in drafters]
+            runs[fused] = (texts, [(t.tokens.tolist(), t.parents.tolist()) for t in trees if len(t)], counts,
+                           repo.probes, common.probes)
+        assert runs[True] == runs[False]
+    kinds = {t & (native_propose.DREW_COIN - 1) for t in turns}
+    assert {native_propose.SEARCHED, native_propose.SKIP_MISSING} <= kinds, sorted(set(turns))
+    assert any(t & native_propose.DREW_COIN for t in turns)  # the coin drawn ahead, consumed in the call

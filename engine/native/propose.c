@@ -416,7 +416,63 @@ enum { VP_TOKENS, VP_PARENTS, VP_ARGMAX, VP_PATH, VP_COMMITTED, VP_EXACT, VP_FRO
        VP_CACHE_LEN, VP_HISTORY_LEN, VP_OUT_LEN, VP_MAX_NEW, VP_EOS, VP_N_EOS, VP_STOP, VP_N_STOP, VP_BUCKET_END,
        VP_FOUND, VP_PROPOSE_NS, VP_FIRST_SOURCE, VP_NEXT_N, VP_NEXT_TABLE, VP_NEXT_TABLE_LEN, VP_NEXT_END,
        VP_OBSERVE, VP_CACHE_CAP, VP_CACHE_MAX_TOKENS, VP_CACHE_N_MIN, VP_N_MAX, VP_PROMPT_LEN, VP_CHUNK_FROM,
-       VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT, VP_FIELDS };
+       VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT, VP_RETRIEVE, VP_STORES, VP_STRATEGY, VP_MISSING, VP_MISSING_MASK,
+       VP_LINE_TABLES, VP_N_LINE_TABLE, VP_COIN, VP_RETRIEVED, VP_FIELDS };
+/* vp[VP_RETRIEVED]: what the call did at the datastores' turn (fc_propose returned PROPOSE_RETRIEVE). */
+enum { RETRIEVED_NONE, RETRIEVED_SKIP_MISSING, RETRIEVED_SKIP_LINE, RETRIEVED_SEARCHED };
+/* Added to vp[VP_RETRIEVED] when the turn drew the skip coin (vp[VP_COIN]). */
+#define RETRIEVED_COIN 16
+
+/* Whether the token pair (a, b) is in the missing table: open addressing over mask + 1 int64 slots holding
+   ((a + 1) << 32 | (b + 1)), 0 for an empty slot (engine.native.propose.DraftAhead keeps it as the drafter's set). */
+static int missing_holds(const int64_t *table, int64_t mask, int64_t a, int64_t b) {
+    if (!table || a < 0 || b < 0) return 0;
+    uint64_t code = ((uint64_t)(a + 1) << 32) | (uint64_t)(b + 1);
+    for (uint64_t i = (code * 0x9E3779B97F4A7C15ULL) >> 20 & (uint64_t)mask;; i = (i + 1) & (uint64_t)mask) {
+        if (table[i] == 0) return 0;
+        if ((uint64_t)table[i] == code) return 1;
+    }
+}
+
+/* engine.model.TokenInfo.at_line_start over the context's last 64 tokens: tables (two uint8 tables of n tokens:
+   ends with a newline and whitespace, whitespace only). */
+static int at_line_start(const int64_t *ctx, int64_t len, const uint8_t *tables, int64_t n) {
+    for (int64_t i = len - 1; i >= 0 && i >= len - 64; i--) {
+        int64_t t = ctx[i];
+        if (t < 0 || t >= n) return 0;
+        if (tables[t]) return 1;
+        if (!tables[n + t]) return 0;
+    }
+    return 0;
+}
+
+/* FastCoderDrafter._retrieval_key's remaining rules and the datastores' search after fc_propose returned
+   PROPOSE_RETRIEVE for ctx[0..len): with the strategy on (vp[VP_STRATEGY]), a context whose last two tokens are in the
+   missing table skips the search, and so does one at a line start when the drawn coin (vp[VP_COIN], a double's bits)
+   is at least the skip probability (pd[3]); else D_r and D_c are searched (fc_propose_retrieve with the stores' bits
+   vp[VP_STORES]). A skipped search drafts from the history's source (and the copy's, beside it). Writes
+   vp[VP_RETRIEVED]; returns as fc_propose. */
+static int64_t retrieve_turn(const int64_t *pa, const double *pd, int64_t *vp, const int64_t *ctx, int64_t len,
+                             int64_t cache_len) {
+    int64_t skip = RETRIEVED_NONE, coin = 0;
+    if (vp[VP_STRATEGY]) {
+        if (missing_holds((const int64_t *)(intptr_t)vp[VP_MISSING], vp[VP_MISSING_MASK], ctx[len - 2], ctx[len - 1]))
+            skip = RETRIEVED_SKIP_MISSING;
+        else if (vp[VP_LINE_TABLES]
+                 && at_line_start(ctx, len, (const uint8_t *)(intptr_t)vp[VP_LINE_TABLES], vp[VP_N_LINE_TABLE])) {
+            double drawn;
+            memcpy(&drawn, &vp[VP_COIN], sizeof drawn);
+            coin = RETRIEVED_COIN;
+            if (drawn >= pd[3]) skip = RETRIEVED_SKIP_LINE;
+        }
+    }
+    if (skip) {
+        vp[VP_RETRIEVED] = skip + coin;
+        return fc_propose(pa, pd, len, cache_len, vp[VP_HISTORY_LEN], 0);
+    }
+    vp[VP_RETRIEVED] = RETRIEVED_SEARCHED + coin;
+    return fc_propose_retrieve(pa, pd, len, cache_len, vp[VP_HISTORY_LEN], vp[VP_STORES]);
+}
 
 /* FastCoderCache.add into the cache's int64 mirror (pa[1]; its chains pa[21], pa[22], pa[23]) of `len` tokens,
    `cap` long: seq[0..k) without negative ids, then a -1, its chains extended; sequences of at most n_min tokens are
@@ -547,6 +603,9 @@ int64_t fc_verify_propose(const int64_t *sa, const double *sd, int64_t pending, 
         table[1] = vp[VP_NEXT_TABLE_LEN];
     }
     int64_t found = fc_propose(pa, pd, ctx_len + m, cache_len, vp[VP_HISTORY_LEN], -1);
+    vp[VP_RETRIEVED] = RETRIEVED_NONE;
+    if (found == PROPOSE_RETRIEVE && vp[VP_RETRIEVE] && ctx_len + m >= 2)
+        found = retrieve_turn(pa, pd, vp, ctx, ctx_len + m, cache_len);
     table[0] = held[0];
     table[1] = held[1];
     vp[VP_FOUND] = found;

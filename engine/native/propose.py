@@ -136,13 +136,13 @@ class ProposeArgs:
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
         self.lib = library()  # loaded before any ProposeArgs is made (supported); one module call less a step
         self.pa = np.zeros(35, dtype=np.int64)
-        self.pd = np.zeros(3, dtype=np.float64)
+        self.pd = np.zeros(4, dtype=np.float64)  # [3]: the skip coin's threshold (DraftAhead.start)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
                          idx.max_tokens]
         self.pa[14:16] = [SIZED_MAX_ROWS, opts.tree_max_depth]
         self.pa[18] = cache.n_min
-        self.pd[:] = [idx.factor, idx.min_prob, hist.factor if hist else 0.0]
+        self.pd[:3] = [idx.factor, idx.min_prob, hist.factor if hist else 0.0]
         self.addresses = (self.pa.ctypes.data, self.pd.ctypes.data)
         self.special = np.array(sorted(_special(drafter)), dtype=np.int64)  # a context ending in one: no retrieval
         self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
@@ -267,6 +267,20 @@ def _retrieve_native(lib, drafter, args: ProposeArgs, key: tuple, n_ctx: int, ca
     :meth:`engine.datastore.Datastore.search` keeps them), ``key`` into the missing table when neither has a
     continuation. Returns fc_propose's result, or None (nothing searched) where a store's search is not the
     C code's (an edit pending in D_r, no compiled search, settings beyond its buffers)."""
+    armed = _store_fields(drafter, args)
+    if armed is None:
+        return None
+    stores, searched = armed
+    found = _call(lib.fc_propose_retrieve, args, drafter.history, n_ctx, cache_len, stores)
+    _searched(drafter, args, searched, key, n_ctx)
+    return found
+
+
+def _store_fields(drafter, args: ProposeArgs) -> tuple[int, list] | None:
+    """fc_propose_retrieve's store fields for ``drafter``'s D_r and D_c (each store's search and MatchState buffer in
+    ``args.ra``, made again where the store or its state changed): ``(stores, searched)``, the call's store bits and
+    per searched store ``(j, store, state, state key)``; None where a store's search is not the C code's (an edit
+    pending in D_r, no compiled search, settings beyond its buffers)."""
     if not args.retrieves:
         return None
     ret = drafter.ret
@@ -293,14 +307,19 @@ def _retrieve_native(lib, drafter, args: ProposeArgs, key: tuple, n_ctx: int, ca
         if not state.holds(held[2]):
             stores |= 4 << j
         searched.append((j, base, state, held[2]))
-    found = _call(lib.fc_propose_retrieve, args, drafter.history, n_ctx, cache_len, stores)
+    return stores, searched
+
+
+def _searched(drafter, args: ProposeArgs, searched: list, key: tuple, n_ctx: int) -> None:
+    """The bookkeeping after fc_propose_retrieve searched the stores ``searched`` (:func:`_store_fields`) for a
+    context of ``n_ctx`` tokens ending in ``key``: each state's and store's counts, ``key`` into the missing table
+    when neither store had a continuation."""
     any_rows = False
     for j, base, state, state_key in searched:
         base.probes += state.searched_native(state_key, n_ctx)[3]
         any_rows = any_rows or args.ra[RETRIEVE_FIELDS * j + 6] > 0
     if not any_rows:
         drafter.note_miss(key)
-    return found
 
 
 def _retrieved_tree(drafter, args: ProposeArgs, sc, context: np.ndarray, found: int, budget: int, min_prob: float,
@@ -372,12 +391,17 @@ class BuilderTree:
 
 
 #: fc_verify_propose's fields (VP_* in propose.c) and its results.
-VP_FIELDS = 34
+VP_FIELDS = 43
 (VP_TOKENS, VP_PARENTS, VP_ARGMAX, VP_PATH, VP_COMMITTED, VP_EXACT, VP_FROM_BUILDER, VP_CTX_LEN, VP_CTX_CAP,
  VP_CACHE_LEN, VP_HISTORY_LEN, VP_OUT_LEN, VP_MAX_NEW, VP_EOS, VP_N_EOS, VP_STOP, VP_N_STOP, VP_BUCKET_END,
  VP_FOUND, VP_PROPOSE_NS, VP_FIRST_SOURCE, VP_NEXT_N, VP_NEXT_TABLE, VP_NEXT_TABLE_LEN, VP_NEXT_END,
  VP_OBSERVE, VP_CACHE_CAP, VP_CACHE_MAX_TOKENS, VP_CACHE_N_MIN, VP_N_MAX, VP_PROMPT_LEN, VP_CHUNK_FROM,
- VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT) = range(VP_FIELDS)
+ VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT, VP_RETRIEVE, VP_STORES, VP_STRATEGY, VP_MISSING, VP_MISSING_MASK,
+ VP_LINE_TABLES, VP_N_LINE_TABLE, VP_COIN, VP_RETRIEVED) = range(VP_FIELDS)
+#: vp[VP_RETRIEVED] (RETRIEVED_* in propose.c): the datastores' turn skipped (the missing table, the skip token) or
+#: searched in the call; the coin's flag added where it drew the skip coin.
+SKIP_MISSING, SKIP_LINE, SEARCHED, DREW_COIN = 1, 2, 3, 16
+_GOLDEN = 0x9E3779B97F4A7C15
 #: Context tokens past its own a step's context may reach (its tree's depth and the bonus token, at most).
 _REACH = 3 * CONTEXT_BUCKET
 NOT_RUN = -200
@@ -396,9 +420,14 @@ class DraftAhead:
     the observation's additions to the cache's mirror before it drafts).
     """
 
+    #: The type of a tree the last call left in the builder's arrays.
+    tree_type = BuilderTree
+
     def __init__(self):
         self.vp = np.zeros(VP_FIELDS, dtype=np.int64)
         self.vp_ptr = self.vp.ctypes.data
+        self.from_builder = False  # vp[VP_FROM_BUILDER]
+        self.builder = (None, 0, 0)  # (a tree scratch, the addresses of its keys and sources)
         self.drafter = None
         self.eos = np.zeros(0, dtype=np.int64)
         self.stop = None  # the stop table vp[VP_STOP] points at
@@ -407,6 +436,13 @@ class DraftAhead:
         self.curves = (None, None)  # (the cost curve, the context bucket) vp's curve fields were made for
         self.curve_fields: dict = {}  # (id of a curve, bucket) -> (the curve, its fields, the next curve's table)
         self.lock = None
+        self.coin = self.vp[VP_COIN:VP_COIN + 1].view(np.float64)  # the skip coin's double in vp
+        self.searched = []  # the stores the call may search this step (_store_fields)
+        # (drafter, D_r's version) the stores' fields in vp were armed for; None after a search they do not know of
+        self.armed = None
+        self.missing_for = None  # (missing set, its change count) the missing table mirrors
+        self.missing_table = np.zeros(0, dtype=np.int64)
+        self.line_tables = (None, None)  # (token info, its two uint8 tables) vp[VP_LINE_TABLES] points at
 
     def start(self, drafter, eos, max_new: int) -> "DraftAhead":
         """Take the fields for ``drafter``'s generation (``eos``: the model's end-of-sequence ids, ``max_new``
@@ -421,7 +457,76 @@ class DraftAhead:
         cache, opts = drafter.cache, drafter.opts
         vp[VP_OBSERVE], vp[VP_CACHE_MAX_TOKENS], vp[VP_CACHE_N_MIN] = int(opts.use_cache), cache.max_tokens, cache.n_min
         vp[VP_N_MAX], vp[VP_PROMPT_LEN], vp[VP_OUTPUT_CHUNK] = drafter.ret.n_max, drafter._prompt_len, opts.output_chunk
+        vp[VP_STRATEGY] = int(opts.use_strategy)
+        self.armed = None
+        drafter._native_args.pd[3] = opts.skip_probability
+        info = drafter.token_info
+        if self.line_tables[0] is not info:
+            tables = None
+            if info is not None and getattr(info, "ends_with_newline_ws", None) is not None:
+                tables = np.concatenate([np.asarray(info.ends_with_newline_ws, dtype=np.uint8),
+                                         np.asarray(info.whitespace_only, dtype=np.uint8)])
+            self.line_tables = (info, tables)
+            vp[VP_LINE_TABLES], vp[VP_N_LINE_TABLE] = (0, 0) if tables is None else (tables.ctypes.data,
+                                                                                  len(tables) // 2)
         return self
+
+    def builder_fields(self, sc) -> tuple[int, int]:
+        """The addresses of the acceptance buckets and the source bits of the tree in ``sc``'s outputs (a
+        :class:`engine.native.tree._NativeScratch`: the learning fields of a tree verified in place)."""
+        held = self.builder
+        if held[0] is not sc:
+            held = self.builder = (sc, int(sc.ia[31]), int(sc.ia[32]))
+        return held[1], held[2]
+
+    def _arm(self, drafter, args) -> None:
+        """Let the call take the datastores' turn where fc_propose gives it (D_r and D_c searched in C, the
+        retrieval strategy's rules applied there: FastCoderDrafter._retrieval_key): the stores' fields, the missing
+        table's mirror (cleared first where D_r changed, as the strategy does), the skip coin drawn ahead."""
+        vp = self.vp
+        version = getattr(drafter.repo, "version", None)
+        if self.armed != (drafter, version):  # the stores' fields as the last step left them, unless searched since
+            self.armed = None
+            vp[VP_RETRIEVE] = 0
+            if drafter.ret.n_min != 2:  # the mirror's keys are token pairs
+                return
+            armed = _store_fields(drafter, args)
+            if armed is None:
+                return
+            vp[VP_STORES], self.searched = armed
+            self.armed = (drafter, version)
+        if drafter.opts.use_strategy:
+            version = getattr(drafter.repo, "version", None)
+            if version != drafter._missing_version:  # D_r changed: earlier misses may now hit
+                drafter.missing.clear()
+                drafter._missing_version = version
+                drafter.missing_changes += 1
+            if self.missing_for != (drafter.missing, drafter.missing_changes):
+                self._mirror_missing(drafter)
+            if drafter.coin is None:
+                drafter.coin = drafter.rng.random()
+                self.coin[0] = drafter.coin
+        vp[VP_RETRIEVE] = 1
+
+    def _mirror_missing(self, drafter) -> None:
+        """The missing table's token pairs into an open-addressing table propose.c reads (``missing_holds``)."""
+        keys = [k for k in drafter.missing if len(k) == 2]
+        size = 64
+        while size < 4 * len(keys):
+            size *= 2
+        table = np.zeros(size, dtype=np.int64)
+        mask = size - 1
+        for a, b in keys:
+            if a < 0 or b < 0:
+                continue
+            code = (a + 1) << 32 | (b + 1)
+            i = ((code * _GOLDEN) & 0xFFFFFFFFFFFFFFFF) >> 20 & mask
+            while table[i]:
+                i = (i + 1) & mask
+            table[i] = code
+        self.missing_table = table
+        self.vp[VP_MISSING], self.vp[VP_MISSING_MASK] = table.ctypes.data, mask
+        self.missing_for = (drafter.missing, drafter.missing_changes)
 
     def ready(self, n_ctx: int, out_len: int) -> bool:
         """Set up a step whose context holds ``n_ctx`` tokens (the pending token last; the copy's buffer holds them)
@@ -457,6 +562,7 @@ class DraftAhead:
         vp[VP_CACHE_LEN] = _sync_cache(args, cache)
         vp[VP_CACHE_CAP], vp[VP_CHUNK_FROM] = len(cache.mirror.array), drafter._chunk_from
         self.args, self.sc = args, sc
+        self._arm(drafter, args)
         return True
 
     def observed(self) -> None:
@@ -506,8 +612,15 @@ class DraftAhead:
         vp = self.vp
         found = int(vp[VP_FOUND])
         if found == NOT_RUN:
+            self.armed = None  # the drafter's propose may search the stores
             return None, False
         drafter = self.drafter
+        turn = int(vp[VP_RETRIEVED])
+        if turn:  # the datastores' turn taken in the call
+            self.armed = None  # the stores' states moved
+            return self._turn_taken(context, found, turn)
+        if found < 0 and found not in (RETRIEVE, NOTHING, NOTHING_SKIPPED) or found == RETRIEVE:
+            self.armed = None  # the drafter's propose (or the turn in Python below) may search the stores
         if found < 0 and found not in (RETRIEVE, NOTHING, NOTHING_SKIPPED):
             return None, False
         if found == RETRIEVE:  # the datastores' turn runs in Python, on the index extended to the context
@@ -521,6 +634,31 @@ class DraftAhead:
             got.n = cut
             return got, True
         return got, False
+
+    def _turn_taken(self, context: np.ndarray, found: int, turn: int):
+        """:meth:`next_tree` after the call took the datastores' turn (``turn``: vp[VP_RETRIEVED]): the counts the
+        strategy and the stores keep (as :func:`_after_propose`'s turn keeps them), then the tree."""
+        drafter, args, sc = self.drafter, self.args, self.sc
+        if turn & DREW_COIN:
+            drafter.coin = None
+        turn &= DREW_COIN - 1
+        drafter.cache.lookups += 1
+        if turn == SEARCHED:
+            _searched(drafter, args, self.searched, tuple(context[-2:].tolist()), len(context))
+        else:
+            drafter.skipped += 1
+        if found == NOTHING:
+            return DraftTree.empty(), False
+        if found >= 0:
+            cut = int(self.vp[VP_NEXT_N])
+            if cut == NEXT_UNCUT:
+                return _tree_from(sc, found), False
+            return BuilderTree(sc, cut), True
+        drafter.context_index.extend_to(context)  # the builder refused: the Python builder over the same sources
+        cost, budget, min_prob = drafter.cost_at(len(context)), drafter.ret.budget, drafter.ret.min_prob
+        if turn == SEARCHED:
+            return _retrieved_tree(drafter, args, sc, context, found, budget, min_prob, cost), False
+        return _python_tree(drafter, [], context, budget, min_prob, cost), False
 
     def drafting_s(self) -> float:
         """The last call's drafting time (s: its fc_propose, timed in C)."""

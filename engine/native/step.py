@@ -429,7 +429,7 @@ class BoundVerify:
         n = len(tree)
         rows = n + 1
         step = self.step
-        in_builder = getattr(tree, "in_builder", False)
+        in_builder = type(tree) is ahead.tree_type
         if rows > self.max_rows or self.la_ptr is None:  # as __call__ takes it
             return (*self(pending, tree.tree() if in_builder else tree, past), False)
         if ((self.epoch != buffers_epoch() or past + rows > self.capacity or step.plan.pointed is not self.pointed
@@ -448,15 +448,15 @@ class BoundVerify:
                                               and beta[2] is est.pooled_accepted and beta[3] is est.pooled_tried)
                                              or self._point_estimator())
             ready = est is None or estimated  # as _learn_args: the hits alone where there is no estimator
-            ia = tree.scratch.ia
-            la[0], la[1] = (ia[31] if estimated else 0), ia[32]
-            vp[6] = 1
+            keys, sources = ahead.builder_fields(tree.scratch)
+            la[0], la[1] = (keys if estimated else 0), sources
         else:
             ready = self._learn_args(tree, scratch, n)
             if n:
                 scratch.tokens[:n] = tree.tokens
                 scratch.parents[:n] = tree.parents
-            vp[6] = 0
+        if ahead.from_builder is not in_builder:
+            vp[6] = ahead.from_builder = in_builder
         args = ahead.args
         if ahead.lock is None:
             got = step.lib.fc_verify_propose(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
