@@ -451,8 +451,8 @@ class FastCoderDrafter:
     def draft_ahead(self, eos, max_new: int):
         """The fields for drafting each next step inside the verification's native call
         (:class:`engine.native.propose.DraftAhead`, for ``eos`` ids and ``max_new`` tokens), or None where this
-        drafter's step is not the native one."""
-        if not self._native or self._native_args is None:
+        drafter's step is not the native one or ``$FASTCODER_DRAFT_AHEAD=0`` keeps drafting before each verification."""
+        if not self._native or self._native_args is None or not native_propose.draft_ahead_on():
             return None
         return self._native_args.ahead.start(self, eos, max_new)
 

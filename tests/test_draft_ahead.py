@@ -152,3 +152,13 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
     kinds = {t & (native_propose.DREW_COIN - 1) for t in turns}
     assert {native_propose.SEARCHED, native_propose.SKIP_MISSING} <= kinds, sorted(set(turns))
     assert any(t & native_propose.DREW_COIN for t in turns)  # the coin drawn ahead, consumed in the call
+
+
+def test_drafting_ahead_can_be_switched_off(tiny_coder, real_code_prompts, monkeypatch):
+    """$FASTCODER_DRAFT_AHEAD=0: every step drafted by the drafter's propose (no fused call), the same text."""
+    ids = real_code_prompts[0][1]
+    want = SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=32)
+    seen = _counting(monkeypatch)
+    monkeypatch.setenv(native_propose.DRAFT_AHEAD_ENV, "0")
+    got = SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=32)
+    assert got.token_ids == want.token_ids and seen["calls"] == 0

@@ -20,8 +20,9 @@ On the CPU's one-call greedy step the next step's tree is drafted inside the ver
 (``fc_verify_propose``: the verification, the drafter's observation of it in the cache's mirror, the committed tokens
 appended to the copy's sequence, ``fc_propose``), left in the builder's arrays and verified there by the next call
 (:class:`DraftAhead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the same trees,
-without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays (the datastores' turn still runs
-here, after the call).
+without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays; where the datastores get their turn
+the call applies the retrieval strategy and searches them too (``retrieve_turn``), Python keeping the bookkeeping.
+``$FASTCODER_DRAFT_AHEAD=0`` drafts before each verification instead (the same trees).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from . import library
 from .tree import _local, _tree_from, pack_parts, set_limits, set_stop, thread_scratch
 
 NATIVE_PROPOSE_ENV = "FASTCODER_NATIVE_PROPOSE"
+#: ``0``: each step's tree drafted by the drafter's propose before its verification, not inside the one before's call.
+DRAFT_AHEAD_ENV = "FASTCODER_DRAFT_AHEAD"
 #: fc_propose's results: no continuation from the cache or the copy (the datastores are searched in Python), and
 #: the flag added when the cache had one.
 RETRIEVE = -100
@@ -57,6 +60,12 @@ CACHE_LIMIT = 32  # FastCoderCache.search's default limit, the one FastCoderDraf
 #: search (a larger ``max_matches`` searches D_r and D_c in Python; the rows' buffers are sized by it).
 RETRIEVE_FIELDS = 7
 MAX_MATCHES = 4096
+
+
+def draft_ahead_on() -> bool:
+    """Whether each next tree is drafted inside the verification's call (:class:`DraftAhead`; ``$FASTCODER_DRAFT_AHEAD``
+    not ``0``)."""
+    return os.environ.get(DRAFT_AHEAD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def supported(drafter) -> bool:
