@@ -23,6 +23,7 @@ from .cost_model import CONTEXT_BUCKET
 from .datastore import MatchState
 from .history import (CompletionHistory, TokenMirror, continuation_candidates, count_continuations,
                       longest_agreement, sequences_from)
+from .native import draft_ahead
 from .native import propose as native_propose
 from .draft_tree import SOURCE_CACHE, SOURCE_COMMON, SOURCE_CONTEXT, SOURCE_REPO, Candidates, DraftTree
 from .tree_builder import SIZED_MAX_DEPTH, build_draft_tree
@@ -450,11 +451,14 @@ class FastCoderDrafter:
 
     def draft_ahead(self, eos, max_new: int):
         """The fields for drafting each next step inside the verification's native call
-        (:class:`engine.native.propose.DraftAhead`, for ``eos`` ids and ``max_new`` tokens), or None where this
+        (:class:`engine.native.draft_ahead.DraftAhead`, for ``eos`` ids and ``max_new`` tokens), or None where this
         drafter's step is not the native one or ``$FASTCODER_DRAFT_AHEAD=0`` keeps drafting before each verification."""
-        if not self._native or self._native_args is None or not native_propose.draft_ahead_on():
+        if not self._native or self._native_args is None or not draft_ahead.draft_ahead_on():
             return None
-        return self._native_args.ahead.start(self, eos, max_new)
+        args = self._native_args
+        if args.ahead is None:
+            args.ahead = draft_ahead.DraftAhead()
+        return args.ahead.start(self, eos, max_new)
 
     def cost_at(self, context_len: int):
         """The verify cost curve at a KV cache of ``context_len`` tokens (:meth:`engine.cost_model.VerifyCost.at`,

@@ -11,6 +11,7 @@ import engine.drafters as drafters_module
 from engine.cost_model import VerifyCost
 from engine.decoder import SpeculativeDecoder
 from engine.native import library
+from engine.native import draft_ahead as native_ahead
 from engine.native import propose as native_propose
 from engine.native.step import BoundVerify
 from test_native_propose import _chains_hold
@@ -54,30 +55,30 @@ def test_the_tree_drafted_in_the_call_is_the_drafters_own_for_that_context(tiny_
     first nodes within the tokens left; sized on the cost curve of the new context's bucket where the step crossed
     into it. The mirror then equals the cache's list, chains included."""
     compared, crossed, added = [], [], []  # per tree; whether the call added to the cache first
-    real_next = native_propose.DraftAhead.next_tree
+    real_next = native_ahead.DraftAhead.next_tree
 
     def next_tree(self, context):
         got, cut = real_next(self, context)
-        if type(got) is native_propose.BuilderTree and not int(self.vp[native_propose.VP_RETRIEVED]):
+        if type(got) is native_propose.BuilderTree and not int(self.vp[native_ahead.VP_RETRIEVED]):
             mine = got.tree()
             drafter = self.drafter
             mirror = drafter.cache.mirror
             buf = drafter.cache._buf
             assert mirror.length == len(buf) and np.array_equal(mirror.array[:len(buf)], buf)
             assert _chains_hold(mirror, buf)
-            added.append(int(self.vp[native_propose.VP_CACHE_LEN_OUT]) > int(self.vp[native_propose.VP_CACHE_LEN]))
+            added.append(int(self.vp[native_ahead.VP_CACHE_LEN_OUT]) > int(self.vp[native_ahead.VP_CACHE_LEN]))
             want = native_propose.propose_native(drafter, context, drafter.cost_at(len(context)))
-            left = int(self.vp[native_propose.VP_MAX_NEW]) - int(self.vp[native_propose.VP_OUT_LEN]) \
-                - (len(context) - int(self.vp[native_propose.VP_CTX_LEN]))
+            left = int(self.vp[native_ahead.VP_MAX_NEW]) - int(self.vp[native_ahead.VP_OUT_LEN]) \
+                - (len(context) - int(self.vp[native_ahead.VP_CTX_LEN]))
             keep = int((want.depths <= left).sum())
             assert cut and len(mine) == keep
             for field in ("tokens", "parents", "depths", "sources", "keys"):
                 assert np.array_equal(getattr(mine, field), getattr(want, field)[:keep]), field
             assert np.allclose(mine.probs, want.probs[:keep])
             compared.append(keep)
-            crossed.append(len(context) >= int(self.vp[native_propose.VP_BUCKET_END]))  # drafted on the next curve
+            crossed.append(len(context) >= int(self.vp[native_ahead.VP_BUCKET_END]))  # drafted on the next curve
         return got, cut
-    monkeypatch.setattr(native_propose.DraftAhead, "next_tree", next_tree)
+    monkeypatch.setattr(native_ahead.DraftAhead, "next_tree", next_tree)
     sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64]
     short = [1.37, 1.51, 1.64, 1.85, 1.98, 2.12, 2.47, 2.72, 3.42, 4.15]  # tests/data/verify_cost_cpu.json's
     # from 544 tokens on verification is nearly free: the curve of the bucket a step ends in sizes wider trees
@@ -131,7 +132,7 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
             def verify_draft(self, pending, tree, past, ahead, trees=trees):
                 trees.append(tree.tree() if getattr(tree, "in_builder", False) else tree)
                 got = real_draft(self, pending, tree, past, ahead)
-                turns.append(int(ahead.vp[native_propose.VP_RETRIEVED]))
+                turns.append(int(ahead.vp[native_ahead.VP_RETRIEVED]))
                 return got
 
             def call(self, pending, tree, past, trees=trees):
@@ -149,9 +150,9 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
             runs[fused] = (texts, [(t.tokens.tolist(), t.parents.tolist()) for t in trees if len(t)], counts,
                            repo.probes, common.probes)
         assert runs[True] == runs[False]
-    kinds = {t & (native_propose.DREW_COIN - 1) for t in turns}
-    assert {native_propose.SEARCHED, native_propose.SKIP_MISSING} <= kinds, sorted(set(turns))
-    assert any(t & native_propose.DREW_COIN for t in turns)  # the coin drawn ahead, consumed in the call
+    kinds = {t & (native_ahead.DREW_COIN - 1) for t in turns}
+    assert {native_ahead.SEARCHED, native_ahead.SKIP_MISSING} <= kinds, sorted(set(turns))
+    assert any(t & native_ahead.DREW_COIN for t in turns)  # the coin drawn ahead, consumed in the call
 
 
 def test_drafting_ahead_can_be_switched_off(tiny_coder, real_code_prompts, monkeypatch):
@@ -159,6 +160,6 @@ def test_drafting_ahead_can_be_switched_off(tiny_coder, real_code_prompts, monke
     ids = real_code_prompts[0][1]
     want = SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=32)
     seen = _counting(monkeypatch)
-    monkeypatch.setenv(native_propose.DRAFT_AHEAD_ENV, "0")
+    monkeypatch.setenv(native_ahead.DRAFT_AHEAD_ENV, "0")
     got = SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=32)
     assert got.token_ids == want.token_ids and seen["calls"] == 0

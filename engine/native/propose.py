@@ -19,7 +19,7 @@ pending (its search merges base and overlay) is searched in Python. Any other co
 On the CPU's one-call greedy step the next step's tree is drafted inside the verification's own native call
 (``fc_verify_propose``: the verification, the drafter's observation of it in the cache's mirror, the committed tokens
 appended to the copy's sequence, ``fc_propose``), left in the builder's arrays and verified there by the next call
-(:class:`DraftAhead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the same trees,
+(:mod:`engine.native.draft_ahead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the same trees,
 without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays; where the datastores get their turn
 the call applies the retrieval strategy and searches them too (``retrieve_turn``), Python keeping the bookkeeping.
 ``$FASTCODER_DRAFT_AHEAD=0`` drafts before each verification instead (the same trees).
@@ -32,7 +32,6 @@ import os
 import numpy as np
 
 from ..acceptance import AcceptanceEstimator
-from ..cost_model import CONTEXT_BUCKET
 from ..datastore.matching import NATIVE_TAIL_MAX
 from ..draft_tree import SOURCE_COMMON, SOURCE_REPO, Candidates, DraftTree
 from ..tree_builder import SIZED_MAX_ROWS, build_draft_tree
@@ -40,8 +39,6 @@ from . import library
 from .tree import _local, _tree_from, pack_parts, set_limits, set_stop, thread_scratch
 
 NATIVE_PROPOSE_ENV = "FASTCODER_NATIVE_PROPOSE"
-#: ``0``: each step's tree drafted by the drafter's propose before its verification, not inside the one before's call.
-DRAFT_AHEAD_ENV = "FASTCODER_DRAFT_AHEAD"
 #: fc_propose's results: no continuation from the cache or the copy (the datastores are searched in Python), and
 #: the flag added when the cache had one.
 RETRIEVE = -100
@@ -60,12 +57,6 @@ CACHE_LIMIT = 32  # FastCoderCache.search's default limit, the one FastCoderDraf
 #: search (a larger ``max_matches`` searches D_r and D_c in Python; the rows' buffers are sized by it).
 RETRIEVE_FIELDS = 7
 MAX_MATCHES = 4096
-
-
-def draft_ahead_on() -> bool:
-    """Whether each next tree is drafted inside the verification's call (:class:`DraftAhead`; ``$FASTCODER_DRAFT_AHEAD``
-    not ``0``)."""
-    return os.environ.get(DRAFT_AHEAD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def supported(drafter) -> bool:
@@ -145,7 +136,7 @@ class ProposeArgs:
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
         self.lib = library()  # loaded before any ProposeArgs is made (supported); one module call less a step
         self.pa = np.zeros(35, dtype=np.int64)
-        self.pd = np.zeros(4, dtype=np.float64)  # [3]: the skip coin's threshold (DraftAhead.start)
+        self.pd = np.zeros(4, dtype=np.float64)  # [3]: the skip coin's threshold (draft_ahead.DraftAhead.start)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
                          idx.max_tokens]
@@ -162,7 +153,7 @@ class ProposeArgs:
         self.kept_copy = np.zeros(2 + MAX_WIDTH, dtype=np.int64)
         self.pa[33] = self.kept_copy.ctypes.data
         self.seq = self.scratch = None  # the copy's buffers and the tree scratch that pa points at
-        self.ahead = DraftAhead()  # the fields for drafting inside the verification's call (DraftAhead.start)
+        self.ahead = None  # the fields for drafting inside the verification's call (engine.native.draft_ahead)
         self.cache_pointers = self.history_pointers = None  # the mirrors' pointers that pa holds
         # D_r and D_c searched in C where their settings allow (fc_propose_retrieve)
         mm, width = int(ret.max_matches), int(ret.draft_len)
@@ -397,282 +388,3 @@ class BuilderTree:
     def tree(self) -> DraftTree:
         """The tree as a :class:`engine.draft_tree.DraftTree` (its arrays copied)."""
         return _tree_from(self.scratch, self.n)
-
-
-#: fc_verify_propose's fields (VP_* in propose.c) and its results.
-VP_FIELDS = 43
-(VP_TOKENS, VP_PARENTS, VP_ARGMAX, VP_PATH, VP_COMMITTED, VP_EXACT, VP_FROM_BUILDER, VP_CTX_LEN, VP_CTX_CAP,
- VP_CACHE_LEN, VP_HISTORY_LEN, VP_OUT_LEN, VP_MAX_NEW, VP_EOS, VP_N_EOS, VP_STOP, VP_N_STOP, VP_BUCKET_END,
- VP_FOUND, VP_PROPOSE_NS, VP_FIRST_SOURCE, VP_NEXT_N, VP_NEXT_TABLE, VP_NEXT_TABLE_LEN, VP_NEXT_END,
- VP_OBSERVE, VP_CACHE_CAP, VP_CACHE_MAX_TOKENS, VP_CACHE_N_MIN, VP_N_MAX, VP_PROMPT_LEN, VP_CHUNK_FROM,
- VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT, VP_RETRIEVE, VP_STORES, VP_STRATEGY, VP_MISSING, VP_MISSING_MASK,
- VP_LINE_TABLES, VP_N_LINE_TABLE, VP_COIN, VP_RETRIEVED) = range(VP_FIELDS)
-#: vp[VP_RETRIEVED] (RETRIEVED_* in propose.c): the datastores' turn skipped (the missing table, the skip token) or
-#: searched in the call; the coin's flag added where it drew the skip coin.
-SKIP_MISSING, SKIP_LINE, SEARCHED, DREW_COIN = 1, 2, 3, 16
-_GOLDEN = 0x9E3779B97F4A7C15
-#: Context tokens past its own a step's context may reach (its tree's depth and the bonus token, at most).
-_REACH = 3 * CONTEXT_BUCKET
-NOT_RUN = -200
-NEXT_UNCUT = -1
-
-
-class DraftAhead:
-    """The next step's drafting done in the verification's native call (``fc_verify_propose`` in propose.c): the
-    fields of :meth:`engine.native.step.BoundVerify.verify_draft`, one set per thread and drafter settings (kept by
-    :class:`ProposeArgs`, taken by each generation's drafter through :meth:`start`).
-
-    Per step the decoder calls :meth:`ready` (the drafter's arguments checked as :func:`propose_native` checks them,
-    the cache's and the history's mirrors synced, the generation's state), the verification with :attr:`vp`, the
-    drafter's observation of the step and :meth:`observed`, then, after committing, :meth:`next_tree` for the tree
-    the call drafted: the tree :meth:`FastCoderDrafter.propose` would give after that observation (the call makes
-    the observation's additions to the cache's mirror before it drafts).
-    """
-
-    #: The type of a tree the last call left in the builder's arrays.
-    tree_type = BuilderTree
-
-    def __init__(self):
-        self.vp = np.zeros(VP_FIELDS, dtype=np.int64)
-        self.vp_ptr = self.vp.ctypes.data
-        self.from_builder = False  # vp[VP_FROM_BUILDER]
-        self.builder = (None, 0, 0)  # (a tree scratch, the addresses of its keys and sources)
-        self.drafter = None
-        self.eos = np.zeros(0, dtype=np.int64)
-        self.stop = None  # the stop table vp[VP_STOP] points at
-        self.scratch = None  # the step scratch whose buffers vp[:6] point at
-        self.args = self.sc = None  # the drafter's fc_propose arguments and tree scratch this step uses
-        self.curves = (None, None)  # (the cost curve, the context bucket) vp's curve fields were made for
-        self.curve_fields: dict = {}  # (id of a curve, bucket) -> (the curve, its fields, the next curve's table)
-        self.lock = None
-        self.coin = self.vp[VP_COIN:VP_COIN + 1].view(np.float64)  # the skip coin's double in vp
-        self.searched = []  # the stores the call may search this step (_store_fields)
-        # (drafter, D_r's version) the stores' fields in vp were armed for; None after a search they do not know of
-        self.armed = None
-        self.missing_for = None  # (missing set, its change count) the missing table mirrors
-        self.missing_table = np.zeros(0, dtype=np.int64)
-        self.line_tables = (None, None)  # (token info, its two uint8 tables) vp[VP_LINE_TABLES] points at
-
-    def start(self, drafter, eos, max_new: int) -> "DraftAhead":
-        """Take the fields for ``drafter``'s generation (``eos``: the model's end-of-sequence ids, ``max_new``
-        tokens at most); returns self."""
-        self.drafter = drafter
-        eos = sorted(int(t) for t in eos)
-        if eos != self.eos.tolist():
-            self.eos = np.array(eos, dtype=np.int64)
-        vp = self.vp
-        vp[VP_EOS], vp[VP_N_EOS], vp[VP_MAX_NEW] = self.eos.ctypes.data if eos else 0, len(eos), max_new
-        self.lock = drafter.history._lock if drafter.history is not None else None
-        cache, opts = drafter.cache, drafter.opts
-        vp[VP_OBSERVE], vp[VP_CACHE_MAX_TOKENS], vp[VP_CACHE_N_MIN] = int(opts.use_cache), cache.max_tokens, cache.n_min
-        vp[VP_N_MAX], vp[VP_PROMPT_LEN], vp[VP_OUTPUT_CHUNK] = drafter.ret.n_max, drafter._prompt_len, opts.output_chunk
-        vp[VP_STRATEGY] = int(opts.use_strategy)
-        self.armed = None
-        drafter._native_args.pd[3] = opts.skip_probability
-        info = drafter.token_info
-        if self.line_tables[0] is not info:
-            tables = None
-            if info is not None and getattr(info, "ends_with_newline_ws", None) is not None:
-                tables = np.concatenate([np.asarray(info.ends_with_newline_ws, dtype=np.uint8),
-                                         np.asarray(info.whitespace_only, dtype=np.uint8)])
-            self.line_tables = (info, tables)
-            vp[VP_LINE_TABLES], vp[VP_N_LINE_TABLE] = (0, 0) if tables is None else (tables.ctypes.data,
-                                                                                  len(tables) // 2)
-        return self
-
-    def builder_fields(self, sc) -> tuple[int, int]:
-        """The addresses of the acceptance buckets and the source bits of the tree in ``sc``'s outputs (a
-        :class:`engine.native.tree._NativeScratch`: the learning fields of a tree verified in place)."""
-        held = self.builder
-        if held[0] is not sc:
-            held = self.builder = (sc, int(sc.ia[31]), int(sc.ia[32]))
-        return held[1], held[2]
-
-    def _arm(self, drafter, args) -> None:
-        """Let the call take the datastores' turn where fc_propose gives it (D_r and D_c searched in C, the
-        retrieval strategy's rules applied there: FastCoderDrafter._retrieval_key): the stores' fields, the missing
-        table's mirror (cleared first where D_r changed, as the strategy does), the skip coin drawn ahead."""
-        vp = self.vp
-        version = getattr(drafter.repo, "version", None)
-        if self.armed != (drafter, version):  # the stores' fields as the last step left them, unless searched since
-            self.armed = None
-            vp[VP_RETRIEVE] = 0
-            if drafter.ret.n_min != 2:  # the mirror's keys are token pairs
-                return
-            armed = _store_fields(drafter, args)
-            if armed is None:
-                return
-            vp[VP_STORES], self.searched = armed
-            self.armed = (drafter, version)
-        if drafter.opts.use_strategy:
-            version = getattr(drafter.repo, "version", None)
-            if version != drafter._missing_version:  # D_r changed: earlier misses may now hit
-                drafter.missing.clear()
-                drafter._missing_version = version
-                drafter.missing_changes += 1
-            if self.missing_for != (drafter.missing, drafter.missing_changes):
-                self._mirror_missing(drafter)
-            if drafter.coin is None:
-                drafter.coin = drafter.rng.random()
-                self.coin[0] = drafter.coin
-        vp[VP_RETRIEVE] = 1
-
-    def _mirror_missing(self, drafter) -> None:
-        """The missing table's token pairs into an open-addressing table propose.c reads (``missing_holds``)."""
-        keys = [k for k in drafter.missing if len(k) == 2]
-        size = 64
-        while size < 4 * len(keys):
-            size *= 2
-        table = np.zeros(size, dtype=np.int64)
-        mask = size - 1
-        for a, b in keys:
-            if a < 0 or b < 0:
-                continue
-            code = (a + 1) << 32 | (b + 1)
-            i = ((code * _GOLDEN) & 0xFFFFFFFFFFFFFFFF) >> 20 & mask
-            while table[i]:
-                i = (i + 1) & mask
-            table[i] = code
-        self.missing_table = table
-        self.vp[VP_MISSING], self.vp[VP_MISSING_MASK] = table.ctypes.data, mask
-        self.missing_for = (drafter.missing, drafter.missing_changes)
-
-    def ready(self, n_ctx: int, out_len: int) -> bool:
-        """Set up a step whose context holds ``n_ctx`` tokens (the pending token last; the copy's buffer holds them)
-        and whose output ``out_len`` (the pending token counted): False where the call cannot draft (the drafter's
-        estimator or cost curve outside the C builder's, the copy's buffer not made)."""
-        drafter = self.drafter
-        args = drafter._native_args
-        seq = drafter.context_index._native
-        cost = drafter.cost_at(n_ctx)
-        if args is None or seq is None or getattr(cost, "upto", None) is None:
-            return False
-        sc = args.scratch
-        if sc is None or sc.fits[1] < drafter.opts.tree_max_depth or not sc.use_estimator(drafter.estimator):
-            return False
-        pa, vp = args.pa, self.vp
-        if seq is not args.seq:
-            pa[0], args.seq = seq[1][0], seq
-        set_limits(sc, cost, drafter.ret.budget, drafter.ret.min_prob)
-        stop = drafter.stop
-        set_stop(sc, stop)
-        if stop is not self.stop:
-            vp[VP_STOP], vp[VP_N_STOP] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
-            self.stop = stop
-        vp[VP_CTX_LEN], vp[VP_CTX_CAP], vp[VP_OUT_LEN] = n_ctx, len(seq[0][0]), out_len
-        bucket = n_ctx // CONTEXT_BUCKET
-        if self.curves[0] is not cost or self.curves[1] != bucket:
-            held = self.curve_fields.get((id(cost), bucket))
-            if held is None or held[0] is not cost:
-                held = self.curve_fields[(id(cost), bucket)] = (cost, *self._curve_fields(cost, n_ctx, sc))
-            vp[VP_BUCKET_END], vp[VP_NEXT_TABLE], vp[VP_NEXT_TABLE_LEN], vp[VP_NEXT_END] = held[1]
-            self.curves = (cost, bucket)
-        cache = drafter.cache
-        vp[VP_CACHE_LEN] = _sync_cache(args, cache)
-        vp[VP_CACHE_CAP], vp[VP_CHUNK_FROM] = len(cache.mirror.array), drafter._chunk_from
-        self.args, self.sc = args, sc
-        self._arm(drafter, args)
-        return True
-
-    def observed(self) -> None:
-        """After the drafter observed a step the call drafted after (:meth:`FastCoderDrafter.observe_path`, its
-        additions to the cache's list): the cache's mirror holds them already (the call wrote them, to draft after
-        them), so its length is moved to the list's; where the call's additions and the list's disagree, or it left
-        them to Python part way, the mirror is rebuilt at its next sync."""
-        got = int(self.vp[VP_CACHE_LEN_OUT])
-        if got == -2:  # not observed in the call: the next sync brings the mirror up to the list
-            return
-        cache = self.drafter.cache
-        mirror = cache.mirror
-        if got >= 0 and got == len(cache._buf) and cache._buf is mirror.source:
-            mirror.length = got
-        else:
-            mirror.source = None
-
-    def _curve_fields(self, cost, n_ctx: int, sc) -> tuple[tuple[int, int, int, int], np.ndarray | None]:
-        """vp's cost-curve fields for contexts from ``n_ctx`` tokens (kept per curve and bucket): where ``cost``
-        (the builder's curve) stops serving (the drafter's curves change per context bucket:
-        :meth:`engine.cost_model.VerifyCost.at`), the next curve's table (held in the result: vp points at it) and
-        where that one stops, within the most a step adds."""
-        at = self.drafter.cost.at
-        first = (n_ctx // CONTEXT_BUCKET + 1) * CONTEXT_BUCKET
-        end = next((b for b in range(first, n_ctx + _REACH + CONTEXT_BUCKET, CONTEXT_BUCKET) if at(b) is not cost),
-                   1 << 62)
-        if end == 1 << 62:
-            return (end, 0, 0, 0), None
-        nxt = at(end)
-        view = nxt.upto(min(self.drafter.ret.budget, sc.fits[0] * sc.fits[1]))
-        table = view.base if view.base is not None else view
-        next_end = next((b for b in range(end + CONTEXT_BUCKET, end + _REACH + CONTEXT_BUCKET, CONTEXT_BUCKET)
-                         if at(b) is not nxt), 1 << 62)
-        return (end, table.ctypes.data, len(table), next_end), table
-
-    def history_len(self) -> None:
-        """vp's history length, the history's buffer synced (the caller holds its lock)."""
-        hist = self.drafter.history
-        self.vp[VP_HISTORY_LEN] = 0 if hist is None else _sync_history(self.args, hist)
-
-    def next_tree(self, context: np.ndarray):
-        """The next step's tree after a verification that drafted it, ``context`` ((T,) int64) the committed
-        context with the new pending token last: a :class:`BuilderTree` (cut to the tokens left), a
-        :class:`engine.draft_tree.DraftTree` (the datastores' turn, or a cut the C code left to the caller: not yet
-        cut by the decoder's ``_verifiable``: second item False), or None (nothing drafted: the caller proposes).
-        Returns ``(tree, cut)``."""
-        vp = self.vp
-        found = int(vp[VP_FOUND])
-        if found == NOT_RUN:
-            self.armed = None  # the drafter's propose may search the stores
-            return None, False
-        drafter = self.drafter
-        turn = int(vp[VP_RETRIEVED])
-        if turn:  # the datastores' turn taken in the call
-            self.armed = None  # the stores' states moved
-            return self._turn_taken(context, found, turn)
-        if found < 0 and found not in (RETRIEVE, NOTHING, NOTHING_SKIPPED) or found == RETRIEVE:
-            self.armed = None  # the drafter's propose (or the turn in Python below) may search the stores
-        if found < 0 and found not in (RETRIEVE, NOTHING, NOTHING_SKIPPED):
-            return None, False
-        if found == RETRIEVE:  # the datastores' turn runs in Python, on the index extended to the context
-            drafter.context_index.extend_to(context)
-        got = _after_propose(drafter, self.args, self.sc, context, found, drafter.cost_at(len(context)),
-                             int(vp[VP_CACHE_LEN]), builder=True)
-        if type(got) is BuilderTree:
-            cut = int(vp[VP_NEXT_N])
-            if cut == NEXT_UNCUT:
-                return got.tree(), False
-            got.n = cut
-            return got, True
-        return got, False
-
-    def _turn_taken(self, context: np.ndarray, found: int, turn: int):
-        """:meth:`next_tree` after the call took the datastores' turn (``turn``: vp[VP_RETRIEVED]): the counts the
-        strategy and the stores keep (as :func:`_after_propose`'s turn keeps them), then the tree."""
-        drafter, args, sc = self.drafter, self.args, self.sc
-        if turn & DREW_COIN:
-            drafter.coin = None
-        turn &= DREW_COIN - 1
-        drafter.cache.lookups += 1
-        if turn == SEARCHED:
-            _searched(drafter, args, self.searched, tuple(context[-2:].tolist()), len(context))
-        else:
-            drafter.skipped += 1
-        if found == NOTHING:
-            return DraftTree.empty(), False
-        if found >= 0:
-            cut = int(self.vp[VP_NEXT_N])
-            if cut == NEXT_UNCUT:
-                return _tree_from(sc, found), False
-            return BuilderTree(sc, cut), True
-        drafter.context_index.extend_to(context)  # the builder refused: the Python builder over the same sources
-        cost, budget, min_prob = drafter.cost_at(len(context)), drafter.ret.budget, drafter.ret.min_prob
-        if turn == SEARCHED:
-            return _retrieved_tree(drafter, args, sc, context, found, budget, min_prob, cost), False
-        return _python_tree(drafter, [], context, budget, min_prob, cost), False
-
-    def drafting_s(self) -> float:
-        """The last call's drafting time (s: its fc_propose, timed in C)."""
-        return int(self.vp[VP_PROPOSE_NS]) * 1e-9
-
-    def first_source(self) -> int:
-        """The source bits of the last call's first accepted node (0: none accepted)."""
-        return int(self.vp[VP_FIRST_SOURCE])

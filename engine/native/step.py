@@ -422,7 +422,7 @@ class BoundVerify:
 
     def verify_draft(self, pending: int, tree, past: int, ahead) -> tuple[list[int], list[int], bool, bool]:
         """:meth:`__call__`, then the next step's drafting in the same native call (``fc_verify_propose``): ``ahead``
-        an :class:`engine.native.propose.DraftAhead` made :meth:`~engine.native.propose.DraftAhead.ready` for this
+        an :class:`engine.native.draft_ahead.DraftAhead` made :meth:`~engine.native.draft_ahead.DraftAhead.ready` for this
         step; ``tree`` a DraftTree or the :class:`~engine.native.propose.BuilderTree` the last call drafted (verified
         in place). Returns ``(path, committed, learned, drafted)``; ``drafted`` False where the call was not taken
         (the step ran as :meth:`__call__`, nothing drafted) or did not draft (``ahead``'s result says which)."""
