@@ -389,11 +389,7 @@ class FastCoderDrafter:
             self.skipped += 1
             return None
         if opts.use_strategy:
-            version = getattr(self.repo, "version", None)
-            if version != self._missing_version:  # D_r changed: earlier misses may now hit
-                self.missing.clear()
-                self._missing_version = version
-                self.missing_changes += 1
+            self.missing_for_version(getattr(self.repo, "version", None))
             if key in self.missing:
                 self.skipped += 1
                 return None
@@ -420,6 +416,14 @@ class FastCoderDrafter:
         """Neither D_r nor D_c continues the context ending in ``key``: into the missing table (FastCoder Alg. 1)."""
         if self.opts.use_strategy and (self.repo is not None or self.common is not None):
             self.missing.add(key)
+            self.missing_changes += 1
+
+    def missing_for_version(self, version) -> None:
+        """The missing table for D_r's ``version``: emptied where D_r changed since it was filled (earlier misses may
+        now hit)."""
+        if version != self._missing_version:
+            self.missing.clear()
+            self._missing_version = version
             self.missing_changes += 1
 
     def take_coin(self) -> float:
@@ -500,8 +504,7 @@ class FastCoderDrafter:
             self.history.add(context[:self._prompt_len], context[self._prompt_len:])
 
     def observe(self, context, tree, path, accepted) -> None:
-        if self.opts.use_cache:
-            self.observe_path(context, int(tree.sources[path[0]]) if path else 0, len(path), accepted)
+        self.observe_path(context, int(tree.sources[path[0]]) if path else 0, len(path), accepted)
 
     def observe_path(self, context: np.ndarray, first_source: int, n_path: int, accepted: list[int]) -> None:
         """:meth:`observe` from what it reads of the tree: ``first_source``, the source bits of the first of the

@@ -19,8 +19,8 @@ import numpy as np
 from ..cost_model import CONTEXT_BUCKET
 from ..draft_tree import DraftTree
 from .propose import (NOTHING, NOTHING_SKIPPED, RETRIEVE, BuilderTree, _after_propose, _python_tree, _retrieved_tree,
-                      _searched, _store_fields, _sync_cache, _sync_history)
-from .tree import _tree_from, set_limits, set_stop
+                      _searched, _store_fields, _sync_cache, _sync_history, point_args)
+from .tree import _tree_from
 
 #: ``0``: each step's tree drafted by the drafter's propose before its verification, not inside the one before's call.
 DRAFT_AHEAD_ENV = "FASTCODER_DRAFT_AHEAD"
@@ -62,9 +62,6 @@ class DraftAhead:
     :meth:`engine.drafters.FastCoderDrafter.propose` would give after that observation (the call makes the
     observation's additions to the cache's mirror before it drafts).
     """
-
-    #: The type of a tree the last call left in the builder's arrays.
-    tree_type = BuilderTree
 
     def __init__(self):
         self.vp = np.zeros(VP_FIELDS, dtype=np.int64)
@@ -139,11 +136,7 @@ class DraftAhead:
             vp[VP_STORES], self.searched = armed
             self.armed = (drafter, version)
         if drafter.opts.use_strategy:
-            version = getattr(drafter.repo, "version", None)
-            if version != drafter._missing_version:  # D_r changed: earlier misses may now hit
-                drafter.missing.clear()
-                drafter._missing_version = version
-                drafter.missing_changes += 1
+            drafter.missing_for_version(version)
             if self.missing_for != (drafter.missing, drafter.missing_changes):
                 self._mirror_missing(drafter)
             if drafter.coin is None:
@@ -179,17 +172,12 @@ class DraftAhead:
         args = drafter._native_args
         seq = drafter.context_index._native
         cost = drafter.cost_at(n_ctx)
-        if args is None or seq is None or getattr(cost, "upto", None) is None:
+        if args is None or seq is None:
             return False
-        sc = args.scratch
-        if sc is None or sc.fits[1] < drafter.opts.tree_max_depth or not sc.use_estimator(drafter.estimator):
+        sc = point_args(drafter, args, seq, cost)
+        if sc is None:
             return False
-        pa, vp = args.pa, self.vp
-        if seq is not args.seq:
-            pa[0], args.seq = seq[1][0], seq
-        set_limits(sc, cost, drafter.ret.budget, drafter.ret.min_prob)
-        stop = drafter.stop
-        set_stop(sc, stop)
+        vp, stop = self.vp, drafter.stop
         if stop is not self.stop:
             vp[VP_STOP], vp[VP_N_STOP] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
             self.stop = stop

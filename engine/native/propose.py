@@ -19,9 +19,10 @@ pending (its search merges base and overlay) is searched in Python. Any other co
 On the CPU's one-call greedy step the next step's tree is drafted inside the verification's own native call
 (``fc_verify_propose``: the verification, the drafter's observation of it in the cache's mirror, the committed tokens
 appended to the copy's sequence, ``fc_propose``), left in the builder's arrays and verified there by the next call
-(:mod:`engine.native.draft_ahead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the same trees,
-without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays; where the datastores get their turn
-the call applies the retrieval strategy and searches them too (``retrieve_turn``), Python keeping the bookkeeping.
+(:mod:`engine.native.draft_ahead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the
+same trees, without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays; where the datastores get
+their turn the call applies the retrieval strategy and searches them too (``retrieve_turn``), Python keeping the
+bookkeeping.
 ``$FASTCODER_DRAFT_AHEAD=0`` drafts before each verification instead (the same trees).
 """
 
@@ -187,7 +188,21 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
     lib = args.lib
     idx = drafter.context_index
     idx.extend_to(context)
-    seq = idx._native if idx._native is not None else idx._native_buffers()
+    sc = point_args(drafter, args, idx._native if idx._native is not None else idx._native_buffers(), cost)
+    if sc is None:
+        return None
+    cache = drafter.cache
+    cache_len = _sync_cache(args, cache)
+    n_ctx = len(idx)
+    found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, -1)
+    return _after_propose(drafter, args, sc, context, found, cost, cache_len)
+
+
+def point_args(drafter, args: ProposeArgs, seq, cost):
+    """Point ``args`` at the copy's buffers ``seq`` and this thread's tree scratch (a wider one where the drafter's
+    depth bound needs it), and the scratch at the drafter's estimator, stop table and ``cost``'s c(n) table under its
+    caps (numpy written only where a value changed). Returns the scratch, or None where the C builder cannot take the
+    estimator or the curve (the Python path runs)."""
     sc = args.scratch  # this thread's (args are per thread), unless a deeper bound needs a wider one
     if sc is None or sc.fits[1] < drafter.opts.tree_max_depth:
         sc = thread_scratch(drafter.opts.tree_max_depth)
@@ -201,14 +216,9 @@ def propose_native(drafter, context: np.ndarray, cost) -> DraftTree | None:
         pa[16], pa[17] = sc.fits[0], sc.fits[1]
         pa[19], pa[20] = sc.parts_args
         args.scratch = sc
-    budget, min_prob = drafter.ret.budget, drafter.ret.min_prob
-    set_limits(sc, cost, budget, min_prob)
+    set_limits(sc, cost, drafter.ret.budget, drafter.ret.min_prob)
     set_stop(sc, drafter.stop)
-    cache = drafter.cache
-    cache_len = _sync_cache(args, cache)
-    n_ctx = len(idx)
-    found = _call(lib.fc_propose, args, drafter.history, n_ctx, cache_len, -1)
-    return _after_propose(drafter, args, sc, context, found, cost, cache_len)
+    return sc
 
 
 def _after_propose(drafter, args: ProposeArgs, sc, context: np.ndarray, found: int, cost, cache_len: int,

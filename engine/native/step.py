@@ -31,6 +31,7 @@ import torch
 from ..kv_cache import buffers_epoch
 from .layer import FusedPlan, mask_args, point_at_cache
 from .linear import sync_threads
+from .propose import BuilderTree
 from .screened_head import ScreenedHead
 
 _KBUF = operator.attrgetter("_kbuf")
@@ -388,16 +389,43 @@ class BoundVerify:
         self.beta = beta
         return True
 
+    def _estimator_pointed(self) -> bool:
+        """Whether the learning fields point at the estimator's current Beta-count arrays (pointed again where one was
+        replaced); False where the native update does not take them."""
+        est, beta = self.estimator, self.beta
+        return ((beta is not None and beta[0] is est.accepted and beta[1] is est.tried
+                 and beta[2] is est.pooled_accepted and beta[3] is est.pooled_tried) or self._point_estimator())
+
+    def _stale(self, rows: int, past: int) -> bool:
+        """Whether a step of ``rows`` rows after ``past`` entries finds what :meth:`_check` covered changed (a buffer
+        change, a re-pointed plan, a moved fill mark, too little room) and :meth:`_check` fails again."""
+        return ((self.epoch != buffers_epoch() or past + rows > self.capacity
+                 or self.step.plan.pointed is not self.pointed or not all(map(past.__eq__, map(_LEN, self.layers))))
+                and not self._check(rows, past))
+
+    def _learned(self, ready: bool) -> bool:
+        """After a learning call: whether it learned (``ready``: its fields were set), the draft head's count moved."""
+        learned = ready and bool(self.la[11])
+        if learned and self.head is not None:
+            self.head.learned += int(self.la[15])
+        return learned
+
+    def _walked_here(self, got: int, scratch, tree, pending: int, past: int, rows: int) -> tuple[list[int], list[int]]:
+        """``(path, committed)`` of a call that returned ``got`` < 0 (no memory: raises): the rows' tokens from the
+        whole head, walked and compacted here (nothing was learned), or the checked call where that fails."""
+        step = self.step
+        best = step._finish(got, scratch, self.layers, past, rows, self.kept)
+        if best is None:
+            return self.fallback(pending, tree, past)[:2]
+        return step.walk(best, tree, past, self.cache)
+
     def _learn_args(self, tree, scratch, n: int) -> bool:
         """The learning fields for ``tree`` (its keys and sources copied into the scratch); False, with both fields
         0 (nothing learned natively), where its estimates cannot be updated there (the caller then does it all)."""
         la, est, keys = self.la, self.estimator, tree.keys
         la[0] = la[1] = 0
         if est is not None and keys is not None:
-            beta = self.beta
-            if len(keys) != n or not ((beta is not None and beta[0] is est.accepted and beta[1] is est.tried
-                                       and beta[2] is est.pooled_accepted and beta[3] is est.pooled_tried)
-                                      or self._point_estimator()):
+            if len(keys) != n or not self._estimator_pointed():
                 return False
             scratch.keys[:n] = keys
             la[0] = scratch.keys_ptr
@@ -422,18 +450,17 @@ class BoundVerify:
 
     def verify_draft(self, pending: int, tree, past: int, ahead) -> tuple[list[int], list[int], bool, bool]:
         """:meth:`__call__`, then the next step's drafting in the same native call (``fc_verify_propose``): ``ahead``
-        an :class:`engine.native.draft_ahead.DraftAhead` made :meth:`~engine.native.draft_ahead.DraftAhead.ready` for this
-        step; ``tree`` a DraftTree or the :class:`~engine.native.propose.BuilderTree` the last call drafted (verified
-        in place). Returns ``(path, committed, learned, drafted)``; ``drafted`` False where the call was not taken
-        (the step ran as :meth:`__call__`, nothing drafted) or did not draft (``ahead``'s result says which)."""
+        an :class:`engine.native.draft_ahead.DraftAhead` made :meth:`~engine.native.draft_ahead.DraftAhead.ready` for
+        this step; ``tree`` a DraftTree or the :class:`~engine.native.propose.BuilderTree` the last call drafted
+        (verified in place). Returns ``(path, committed, learned, drafted)``; ``drafted`` False where the call was not
+        taken (the step ran as :meth:`__call__`, nothing drafted) or did not draft (``ahead``'s result says which)."""
         n = len(tree)
         rows = n + 1
         step = self.step
-        in_builder = type(tree) is ahead.tree_type
+        in_builder = type(tree) is BuilderTree
         if rows > self.max_rows or self.la_ptr is None:  # as __call__ takes it
             return (*self(pending, tree.tree() if in_builder else tree, past), False)
-        if ((self.epoch != buffers_epoch() or past + rows > self.capacity or step.plan.pointed is not self.pointed
-             or not all(map(past.__eq__, map(_LEN, self.layers)))) and not self._check(rows, past)):
+        if self._stale(rows, past):
             return (*self.fallback(pending, tree.tree() if in_builder else tree, past), False)
         scratch = step._scratch(rows, rows * (past + rows) if n else 0)
         sync_threads(step.lib)
@@ -442,12 +469,8 @@ class BoundVerify:
             vp[0:6] = [scratch.tokens_ptr, scratch.parents_ptr, *scratch.verify_ptrs]
             ahead.scratch = scratch
         if in_builder:
-            est = self.estimator
-            beta = self.beta
-            estimated = est is not None and ((beta is not None and beta[0] is est.accepted and beta[1] is est.tried
-                                              and beta[2] is est.pooled_accepted and beta[3] is est.pooled_tried)
-                                             or self._point_estimator())
-            ready = est is None or estimated  # as _learn_args: the hits alone where there is no estimator
+            estimated = self.estimator is not None and self._estimator_pointed()
+            ready = self.estimator is None or estimated  # as _learn_args: the hits alone where there is no estimator
             keys, sources = ahead.builder_fields(tree.scratch)
             la[0], la[1] = (keys if estimated else 0), sources
         else:
@@ -466,28 +489,18 @@ class BoundVerify:
                 ahead.history_len()
                 got = step.lib.fc_verify_propose(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
                                                  *args.addresses, ahead.vp_ptr)
-        learned = ready and bool(la[11])
-        if learned and self.head is not None:
-            self.head.learned += int(la[15])
+        learned = self._learned(ready)
         if got < 0:  # as __call__ (nothing drafted)
-            if in_builder:
-                tree = tree.tree()
-            best = step._finish(got, scratch, self.layers, past, rows, self.kept)
-            if best is None:
-                return (*self.fallback(pending, tree, past), False)
-            return (*step.walk(best, tree, past, self.cache), False, False)
+            return (*self._walked_here(got, scratch, tree.tree() if in_builder else tree, pending, past, rows),
+                    False, False)
         return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned, True)
 
     def __call__(self, pending: int, tree, past: int) -> tuple[list[int], list[int], bool]:
         n = len(tree)
         rows = n + 1
         step = self.step
-        if rows > self.max_rows:
+        if rows > self.max_rows or self._stale(rows, past):
             return self.fallback(pending, tree, past)
-        if (self.epoch != buffers_epoch() or past + rows > self.capacity or step.plan.pointed is not self.pointed
-                or not all(map(past.__eq__, map(_LEN, self.layers)))):
-            if not self._check(rows, past):
-                return self.fallback(pending, tree, past)
         scratch = step._tree_scratch(tree, n, past)
         la_ptr = self.la_ptr
         learned = False
@@ -498,12 +511,7 @@ class BoundVerify:
             ready = self._learn_args(tree, scratch, n)
             got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
                           *scratch.verify_ptrs, la_ptr)
-            learned = ready and bool(self.la[11])
-            if learned and self.head is not None:
-                self.head.learned += int(self.la[15])
+            learned = self._learned(ready)
         if got < 0:  # no memory (raises), or the whole head's tokens: walked here (nothing learned: C walked nothing)
-            best = step._finish(got, scratch, self.layers, past, rows, self.kept)
-            if best is None:
-                return self.fallback(pending, tree, past)
-            return (*step.walk(best, tree, past, self.cache), False)
+            return (*self._walked_here(got, scratch, tree, pending, past, rows), False)
         return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned)
