@@ -416,7 +416,12 @@ class SpeculativeDecoder:
         if drafter is not None and self.method not in SDSAT_METHODS and len(ids) - start <= PREFILL_DRAFT_MAX_TOKENS:
             # a short (warm) prefill verifies a draft of the first new tokens in the same forward
             t = time.perf_counter()
-            tree = self._verifiable(drafter.propose(context[:n_ctx]), remaining, stop_tokens, max_new)
+            tree = ahead.draft_first(context[:n_ctx], 0)[0] if ahead is not None else None
+            if tree is None:
+                tree = drafter.propose(context[:n_ctx])
+            elif getattr(tree, "in_builder", False):
+                tree = tree.tree()  # the prefill's forward reads a DraftTree
+            tree = self._verifiable(tree, remaining, stop_tokens, max_new)
             retrieval_s += time.perf_counter() - t
             past_len = len(ids) - 1
             logits = tree_forward(model, cache, ids[-1], tree, past_len, prefix=ids[start:-1])
@@ -429,6 +434,10 @@ class SpeculativeDecoder:
             ended = not commit(committed[:-1])
             prefill_accepted = len(out)
         else:
+            if ahead is not None:  # the first step's fields made ready now, while the drafter is in the caches
+                t = time.perf_counter()
+                ahead.prime(len(ids) + 1, 1)
+                retrieval_s += time.perf_counter() - t
             prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.loaded.device)
             pending = self._choose(prefill(model, cache, prompt), params, generator, remaining)
             if head is not None:
@@ -476,6 +485,8 @@ class SpeculativeDecoder:
             t = time.perf_counter()
             ctx_view = context[:n_ctx]
             tree, cut = ahead.next_tree(ctx_view) if drafted else (None, False)
+            if tree is None and ahead is not None:  # the first step, or one the last call did not draft
+                tree, cut = ahead.draft_first(ctx_view, len(out))
             if tree is None:
                 tree = drafter.propose(ctx_view)
             if not cut:

@@ -48,6 +48,38 @@ def test_generations_drafted_in_the_verification_call_are_the_models_own(tiny_co
     assert seen["calls"] > 0 and seen["in_place"] > seen["calls"] / 3, seen
 
 
+def test_a_generations_first_tree_is_drafted_in_the_fields_too(tiny_coder, real_code_prompts, monkeypatch):
+    """The step after a cold prefill, and one whose context the call before did not draft for (a cost curve's bucket
+    crossed), draft their trees by fc_draft_ahead in the fused step's fields (DraftAhead.draft_first) instead of the
+    drafter's propose: no propose at all in these generations, the text ar's; the tree is the drafter's own (the next
+    test's comparison covers it: draft_first goes through next_tree)."""
+    seen = _counting(monkeypatch)
+    proposed = []
+    real_propose = drafters_module.FastCoderDrafter.propose
+    monkeypatch.setattr(drafters_module.FastCoderDrafter, "propose",
+                        lambda self, context: proposed.append(len(context)) or real_propose(self, context))
+    firsts = []
+    real_first = native_ahead.DraftAhead.draft_first
+
+    def draft_first(self, context, out_len):
+        got = real_first(self, context, out_len)
+        firsts.append(type(got[0]).__name__)
+        return got
+    monkeypatch.setattr(native_ahead.DraftAhead, "draft_first", draft_first)
+    ar = SpeculativeDecoder(tiny_coder, "ar")
+    fast = SpeculativeDecoder(tiny_coder, "fastcoder")
+    runs = 0
+    for _, ids in real_code_prompts[:4]:
+        for stop, max_new in ((["\n"], 24), (None, 32)):
+            want = ar.generate(ids, max_new_tokens=max_new, stop=stop)
+            got = fast.generate(ids, max_new_tokens=max_new, stop=stop)
+            assert (got.text, got.token_ids) == (want.text, want.token_ids)
+            runs += len(got.token_ids) > 1
+    assert proposed == [], proposed
+    assert len(firsts) >= runs and set(firsts) <= {"BuilderTree", "DraftTree"}, firsts
+    assert seen["calls"] > 0 and seen["in_place"] > seen["calls"] / 2, seen  # the rest: the datastores' empty trees
+
+
 def test_the_tree_drafted_in_the_call_is_the_drafters_own_for_that_context(tiny_coder, real_code_prompts,
                                                                            monkeypatch):
     """Every tree the call left in the builder's arrays equals fc_propose's tree for the same context called from

@@ -532,6 +532,39 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* fc_propose (and the datastores' turn where it gives them one) over ctx[0..len) (pa[0]) with the mirror's cache_len
+   tokens, the output then out_len tokens; with next_curve the next curve's table (vp[VP_NEXT_TABLE]) sizes the tree,
+   the builder's own restored after. Writes vp[VP_FOUND], vp[VP_RETRIEVED] and vp[VP_NEXT_N] (the nodes no deeper than
+   the tokens left, NEXT_UNCUT where they are not the tree's first nodes). */
+static void draft_tree_at(const int64_t *pa, const double *pd, int64_t *vp, int64_t len, int64_t cache_len,
+                          int64_t out_len, int64_t next_curve) {
+    const int64_t *ia = (const int64_t *)(intptr_t)pa[12];
+    int64_t *ctx = (int64_t *)(intptr_t)pa[0];
+    int64_t *table = (int64_t *)(intptr_t)pa[12] + 25, held[2] = {table[0], table[1]};
+    if (next_curve) {
+        table[0] = vp[VP_NEXT_TABLE];
+        table[1] = vp[VP_NEXT_TABLE_LEN];
+    }
+    int64_t found = fc_propose(pa, pd, len, cache_len, vp[VP_HISTORY_LEN], -1);
+    vp[VP_RETRIEVED] = RETRIEVED_NONE;
+    if (found == PROPOSE_RETRIEVE && vp[VP_RETRIEVE] && len >= 2)
+        found = retrieve_turn(pa, pd, vp, ctx, len, cache_len);
+    table[0] = held[0];
+    table[1] = held[1];
+    vp[VP_FOUND] = found;
+    if (found >= 0) {  /* the nodes within the tokens left: the first ones of a breadth-first tree */
+        int64_t kept = found & (PROPOSE_CACHE_HIT - 1), left = vp[VP_MAX_NEW] - out_len, cut = 0;
+        const int64_t *depths = (const int64_t *)(intptr_t)ia[30];
+        while (cut < kept && depths[cut] <= left) cut++;
+        for (int64_t i = cut; i < kept; i++)
+            if (depths[i] <= left) {
+                cut = NEXT_UNCUT;
+                break;
+            }
+        vp[VP_NEXT_N] = cut;
+    }
+}
+
 /* One greedy step of the fastcoder decoder in one call: the verification of this step's tree
    (fc_greedy_tree_verify_learn: forward, walk, compaction, acceptance counts, per-source hits, the draft head's step),
    then, unless the generation ends there, the next step's drafting (fc_propose) over the context with the committed
@@ -597,29 +630,24 @@ int64_t fc_verify_propose(const int64_t *sa, const double *sd, int64_t pending, 
         if (cache_len < 0) return got;
     }
     memcpy(ctx + ctx_len, committed, (size_t)m * sizeof(int64_t));
-    int64_t *table = (int64_t *)(intptr_t)pa[12] + 25, held[2] = {table[0], table[1]};
-    if (next_curve) {
-        table[0] = vp[VP_NEXT_TABLE];
-        table[1] = vp[VP_NEXT_TABLE_LEN];
-    }
-    int64_t found = fc_propose(pa, pd, ctx_len + m, cache_len, vp[VP_HISTORY_LEN], -1);
-    vp[VP_RETRIEVED] = RETRIEVED_NONE;
-    if (found == PROPOSE_RETRIEVE && vp[VP_RETRIEVE] && ctx_len + m >= 2)
-        found = retrieve_turn(pa, pd, vp, ctx, ctx_len + m, cache_len);
-    table[0] = held[0];
-    table[1] = held[1];
-    vp[VP_FOUND] = found;
-    if (found >= 0) {  /* the nodes within the tokens left: the first ones of a breadth-first tree */
-        int64_t kept = found & (PROPOSE_CACHE_HIT - 1), left = vp[VP_MAX_NEW] - out_len, cut = 0;
-        const int64_t *depths = (const int64_t *)(intptr_t)ia[30];
-        while (cut < kept && depths[cut] <= left) cut++;
-        for (int64_t i = cut; i < kept; i++)
-            if (depths[i] <= left) {
-                cut = NEXT_UNCUT;
-                break;
-            }
-        vp[VP_NEXT_N] = cut;
-    }
+    draft_tree_at(pa, pd, vp, ctx_len + m, cache_len, out_len, next_curve);
     vp[VP_PROPOSE_NS] = now_ns() - t0;
     return got;
+}
+
+/* A generation's first tree drafted as fc_verify_propose drafts each next one, without a verification before it:
+   the context's buffer (pa[0]) holds vp[VP_CTX_LEN] tokens, the pending token last, the output vp[VP_OUT_LEN] tokens
+   (the pending one counted), the cache's mirror vp[VP_CACHE_LEN] and the history's vp[VP_HISTORY_LEN]; the builder
+   holds the cost curve of this context's bucket. The drafter's propose right after a cold prefill spent ~100 us of
+   Python around ~20 us of C (benchmarks/results/2026-11-27g). Writes vp[VP_FOUND], vp[VP_RETRIEVED], vp[VP_NEXT_N]
+   and vp[VP_PROPOSE_NS] as fc_verify_propose does; returns vp[VP_FOUND]. */
+int64_t fc_draft_ahead(const int64_t *pa, const double *pd, int64_t *vp) {
+    int64_t t0 = now_ns();
+    vp[VP_FOUND] = PROPOSE_NOT_RUN;
+    vp[VP_NEXT_N] = 0;
+    vp[VP_CACHE_LEN_OUT] = -2;
+    if (vp[VP_CTX_LEN] < 1 || vp[VP_CTX_LEN] > vp[VP_CTX_CAP] || vp[VP_OUT_LEN] >= vp[VP_MAX_NEW]) return PROPOSE_NOT_RUN;
+    draft_tree_at(pa, pd, vp, vp[VP_CTX_LEN], vp[VP_CACHE_LEN], vp[VP_OUT_LEN], 0);
+    vp[VP_PROPOSE_NS] = now_ns() - t0;
+    return vp[VP_FOUND];
 }
