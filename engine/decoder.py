@@ -460,9 +460,12 @@ class SpeculativeDecoder:
             if len(out) >= max_new:
                 break
             if stop and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])):
-                searched = len(out)
+                since, searched = searched, len(out)
                 if self._hit_stop(out, stop, skip):
                     finish = "stop"
+                    # a step commits several tokens: keep them up to the one that completed the stop, as ar does
+                    del out[self._stop_end(out, stop, skip, since):]
+                    n_ctx = len(ids) + len(out)
                     break
             if cancel is not None and cancel.is_set():
                 finish = "cancelled"
@@ -532,6 +535,10 @@ class SpeculativeDecoder:
                 continue
             finish = "eos" if len(out) < max_new else "length"
             break
+        if stop and finish != "stop" and out and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])) \
+                and self._hit_stop(out, stop, skip):  # a step's tokens past a stop, the loop left at max_new or EOS
+            del out[self._stop_end(out, stop, skip, searched):]
+            n_ctx = len(ids) + len(out)
         done = getattr(drafter, "finish", None)
         if done is not None:  # drafting work: timed with retrieval
             t = time.perf_counter()
@@ -607,6 +614,16 @@ class SpeculativeDecoder:
     def _hit_stop(self, out: list[int], stop: Sequence[str], skip: int = 0) -> bool:
         """:func:`engine.stops.hit_stop` with this model's tokenizer."""
         return hit_stop(self.loaded.tokenizer, out, stop, skip)
+
+    def _stop_end(self, out: list[int], stop: Sequence[str], skip: int, since: int) -> int:
+        """The length (tokens) of the shortest prefix of ``out`` whose text holds a stop string, given that ``out`` does
+        and its first ``since`` tokens do not: where a decoder searching after every token (``ar``) stops, so that a
+        speculative step that committed tokens past the stop returns the same ``token_ids``. One decode per token
+        after ``since`` at most, once per generation."""
+        for k in range(since + 1, len(out)):
+            if self._hit_stop(out[:k], stop, skip):
+                return k
+        return len(out)
 
     def _result(self, ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
                 truncated, stop, skip: int = 0) -> GenerationResult:

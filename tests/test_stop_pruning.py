@@ -188,3 +188,24 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
                         deepest = max(deepest, int(tree.depths.max()))
     assert deepest >= 3  # long drafts were there to cut
     assert any(DRAFTED)  # among them trees drafted inside the verification's call, cut there
+
+
+def test_token_ids_end_where_ar_stops_even_when_a_step_commits_past_the_stop(tiny_coder, real_code_prompts):
+    """A speculative step commits several tokens, the bonus one past a stop token included, and a short warm prefill
+    verifies a draft of the first ones: the result keeps the tokens up to the one that completed the stop, as ar's
+    token-by-token search does, whether the loop left at the stop, at max_new or at EOS (the same ``token_ids``, not
+    only the same text)."""
+    ar, fast = SpeculativeDecoder(tiny_coder, "ar"), SpeculativeDecoder(tiny_coder, "fastcoder")
+    stopped = 0
+    for _, ids in real_code_prompts[:6]:
+        docs = (ar.new_cache(), fast.new_cache())
+        for max_new in (3, 7, 40):
+            for stop in (["\n"], ["):"]):
+                for warm in (False, True):  # warm: the document's KV reused, the prefill verifying a draft
+                    prompt = list(ids[:-3]) if warm else list(ids)
+                    want = ar.generate(prompt, max_new_tokens=max_new, stop=stop, cache=docs[0] if warm else None)
+                    got = fast.generate(prompt, max_new_tokens=max_new, stop=stop, cache=docs[1] if warm else None)
+                    assert (got.text, got.token_ids, got.finish_reason) == \
+                        (want.text, want.token_ids, want.finish_reason), (max_new, stop, warm)
+                    stopped += want.finish_reason == "stop"
+    assert stopped > 10
