@@ -633,8 +633,13 @@ class SpeculativeDecoder:
 
     def _generate_hf(self, ids, max_new, params: SamplingParams, seed, stop, truncated) -> GenerationResult:
         """Baseline: transformers' own prompt lookup decoding (:func:`engine.hf_baseline.generate_prompt_lookup`)."""
+        # transformers' own stop_strings match across the prompt's end (a prompt ending in a newline stops "\n\n" at
+        # the first new newline): it runs to max_new and its tokens past the first stop in the new text are cut
         run = generate_prompt_lookup(self.loaded, ids, max_new, params, seed)
-        res = self._result(ids, run.new, run.finish, run.t0, run.t_prefill, run.t_end, [],
+        new = run.new
+        if stop and new and self._hit_stop(new, stop):  # the tokens up to the one that completed it, as ar stops
+            new = new[:self._stop_end(new, stop, 0, 0)]
+        res = self._result(ids, new, run.finish, run.t0, run.t_prefill, run.t_end, [],
                            [0] * 256, 0.0, truncated, stop)
         # transformers does not expose per-step acceptance: only the totals are known
         res.stats.update(forward_passes=run.passes, accepted_lengths=[], draft_sizes=[],

@@ -209,3 +209,20 @@ def test_token_ids_end_where_ar_stops_even_when_a_step_commits_past_the_stop(tin
                         (want.text, want.token_ids, want.finish_reason), (max_new, stop, warm)
                     stopped += want.finish_reason == "stop"
     assert stopped > 10
+
+
+def test_transformers_prompt_lookup_ends_at_the_stop_as_ar_does(tiny_coder, real_code_prompts):
+    """The ``hf-prompt-lookup`` baseline runs to max_new (transformers' own ``stop_strings`` also match across the
+    prompt's end) and its tokens past the first stop in the new text are cut: the same text, ``token_ids`` and finish
+    reason as ar."""
+    ar, hf = SpeculativeDecoder(tiny_coder, "ar"), SpeculativeDecoder(tiny_coder, "hf-prompt-lookup")
+    stopped = 0
+    for _, ids in real_code_prompts[:4]:
+        for max_new in (5, 24):
+            for stop in (["\n"], ["\n\n", ":"]):
+                want = ar.generate(ids, max_new_tokens=max_new, stop=stop)
+                got = hf.generate(ids, max_new_tokens=max_new, stop=stop)
+                assert (got.text, got.token_ids, got.finish_reason) == \
+                    (want.text, want.token_ids, want.finish_reason), (max_new, stop)
+                stopped += want.finish_reason == "stop"
+    assert stopped > 4
