@@ -451,10 +451,10 @@ class SpeculativeDecoder:
             # cancelled meanwhile (superseded by the next keystroke's) still ends as cancelled
             ended, finish = True, "cancelled"
         while not ended:
+            if len(out) >= max_new:  # before the EOS test: a step that filled the output may end on an EOS bonus
+                break  # token, which ar, stopping at max_new, never computes ("length", as ar)
             if pending in eos:
                 finish = "eos"
-                break
-            if len(out) >= max_new:
                 break
             push(pending)
             if len(out) >= max_new:

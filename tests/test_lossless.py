@@ -170,3 +170,28 @@ def test_bad_prompts_truncate_or_fail_clearly(caplog):
         dec.generate([], max_new_tokens=4)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         dec.generate([5, 97], max_new_tokens=4)
+
+
+def test_an_output_filled_by_a_step_ends_for_length_even_when_its_bonus_token_is_eos(tiny_coder):
+    """max_new set to the length of an answer that ends in EOS (FIM line completions of third-party code): ar stops at
+    max_new without computing the EOS ("length"); a speculative step that fills the output can carry the EOS as its
+    bonus token, and the result is still "length", with the same tokens."""
+    from engine.bench.tasks import build_fim_ids
+    from tests.conftest import third_party_sources
+
+    ar, fast = SpeculativeDecoder(tiny_coder, "ar"), SpeculativeDecoder(tiny_coder, "fastcoder")
+    ended = 0
+    for path in third_party_sources(4):
+        text = path.read_text(encoding="utf-8")
+        for frac in (0.2, 0.4, 0.6, 0.8):
+            start = text.rfind("\n", 0, int(len(text) * frac)) + 1
+            mid = start + (text.find("\n", start) - start) // 2  # the cursor inside a line
+            ids = build_fim_ids(tiny_coder.tokenizer, text[:mid], text[mid:], 700)[0]
+            full = ar.generate(ids, max_new_tokens=48)
+            if full.finish_reason != "eos" or not full.token_ids:
+                continue
+            ended += 1
+            k = len(full.token_ids)
+            want, got = ar.generate(ids, max_new_tokens=k), fast.generate(ids, max_new_tokens=k)
+            assert (got.token_ids, got.finish_reason) == (want.token_ids, "length") == (full.token_ids, "length")
+    assert ended >= 5
