@@ -29,7 +29,7 @@ from .lean_forward import greedy_ready, hidden_rows, weights_pinned
 from .model import LoadedModel
 from .prompt_ids import prompt_ids
 from .steps import decode_one_token, prefill
-from .stops import hit_stop, stop_table, stop_tokens, stop_touching
+from .stops import hit_stop, stop_end, stop_table, stop_tokens, stop_touching
 from .verify import (SamplingParams, accept, choose_token, compact_cache, greedy_verifier, prune_after_stop,
                      tree_forward)
 
@@ -464,7 +464,7 @@ class SpeculativeDecoder:
                 if self._hit_stop(out, stop, skip):
                     finish = "stop"
                     # a step commits several tokens: keep them up to the one that completed the stop, as ar does
-                    del out[self._stop_end(out, stop, skip, since):]
+                    del out[stop_end(self.loaded.tokenizer, out, stop, skip, since):]
                     n_ctx = len(ids) + len(out)
                     break
             if cancel is not None and cancel.is_set():
@@ -537,7 +537,7 @@ class SpeculativeDecoder:
             break
         if stop and finish != "stop" and out and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])) \
                 and self._hit_stop(out, stop, skip):  # a step's tokens past a stop, the loop left at max_new or EOS
-            del out[self._stop_end(out, stop, skip, searched):]
+            del out[stop_end(self.loaded.tokenizer, out, stop, skip, searched):]
             n_ctx = len(ids) + len(out)
         done = getattr(drafter, "finish", None)
         if done is not None:  # drafting work: timed with retrieval
@@ -615,16 +615,6 @@ class SpeculativeDecoder:
         """:func:`engine.stops.hit_stop` with this model's tokenizer."""
         return hit_stop(self.loaded.tokenizer, out, stop, skip)
 
-    def _stop_end(self, out: list[int], stop: Sequence[str], skip: int, since: int) -> int:
-        """The length (tokens) of the shortest prefix of ``out`` whose text holds a stop string, given that ``out`` does
-        and its first ``since`` tokens do not: where a decoder searching after every token (``ar``) stops, so that a
-        speculative step that committed tokens past the stop returns the same ``token_ids``. One decode per token
-        after ``since`` at most, once per generation."""
-        for k in range(since + 1, len(out)):
-            if self._hit_stop(out[:k], stop, skip):
-                return k
-        return len(out)
-
     def _result(self, ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
                 truncated, stop, skip: int = 0) -> GenerationResult:
         """:func:`engine.generation_result.generation_result` with this decoder's tokenizer and method."""
@@ -638,7 +628,7 @@ class SpeculativeDecoder:
         run = generate_prompt_lookup(self.loaded, ids, max_new, params, seed)
         new = run.new
         if stop and new and self._hit_stop(new, stop):  # the tokens up to the one that completed it, as ar stops
-            new = new[:self._stop_end(new, stop, 0, 0)]
+            new = new[:stop_end(self.loaded.tokenizer, new, stop)]
         res = self._result(ids, new, run.finish, run.t0, run.t_prefill, run.t_end, [],
                            [0] * 256, 0.0, truncated, stop)
         # transformers does not expose per-step acceptance: only the totals are known

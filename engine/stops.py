@@ -61,6 +61,18 @@ def hit_stop(tokenizer, out: list[int], stop: Sequence[str], skip: int = 0) -> b
     return any(s and text.find(s, skip) >= 0 for s in stop)
 
 
+def stop_end(tokenizer, out: list[int], stop: Sequence[str], skip: int = 0, since: int = 0) -> int:
+    """The length (tokens) of the shortest prefix of ``out`` whose decoded text holds a stop string after its first
+    ``skip`` characters (:func:`hit_stop`), given that ``out`` does and its first ``since`` tokens do not: where a
+    decoder that searches after every token (``ar``) stops, so that a speculative step that committed tokens past the
+    stop returns the same token ids. One decode per token after ``since`` at most; ``len(out)`` where no shorter
+    prefix holds one."""
+    for k in range(since + 1, len(out)):
+        if hit_stop(tokenizer, out[:k], stop, skip):
+            return k
+    return len(out)
+
+
 def stop_cut(text: str, stop: Sequence[str] | None, skip: int = 0) -> int:
     """The index (characters) of the first occurrence of any ``stop`` string in ``text`` at or after ``skip``, or
     -1 when none occurs."""
