@@ -460,13 +460,10 @@ class SpeculativeDecoder:
             if len(out) >= max_new:
                 break
             if stop and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])):
-                since, searched = searched, len(out)
                 if self._hit_stop(out, stop, skip):
                     finish = "stop"
-                    # a step commits several tokens: keep them up to the one that completed the stop, as ar does
-                    del out[stop_end(self.loaded.tokenizer, out, stop, skip, since):]
-                    n_ctx = len(ids) + len(out)
                     break
+                searched = len(out)  # out[:searched] holds no stop string
             if cancel is not None and cancel.is_set():
                 finish = "cancelled"
                 break
@@ -535,8 +532,10 @@ class SpeculativeDecoder:
                 continue
             finish = "eos" if len(out) < max_new else "length"
             break
-        if stop and finish != "stop" and out and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])) \
-                and self._hit_stop(out, stop, skip):  # a step's tokens past a stop, the loop left at max_new or EOS
+        if stop and out and (finish == "stop" or ((stop_touch is None or not stop_touch.isdisjoint(out[searched:]))
+                                                  and self._hit_stop(out, stop, skip))):
+            # a step commits several tokens (and the loop may have left at max_new or EOS without a search): keep
+            # them up to the one that completed the stop, where ar, searching after every token, stops
             del out[stop_end(self.loaded.tokenizer, out, stop, skip, searched):]
             n_ctx = len(ids) + len(out)
         done = getattr(drafter, "finish", None)

@@ -210,10 +210,8 @@ class DraftAhead:
         after the prefill. The fields stay ready for this step's verification (the next :meth:`ready` with the same
         lengths only re-arms the stores where a turn moved them). Returns ``(tree, cut)`` as :meth:`next_tree`;
         ``(None, False)`` where the drafter's propose must run."""
-        idx = self.drafter.context_index
+        idx = self._copy()
         idx.extend_to(context)
-        if idx._native is None:
-            idx._native_buffers()
         n_ctx = len(context)
         if not self.ready(n_ctx, out_len):
             return None, False
@@ -234,11 +232,16 @@ class DraftAhead:
         its output, the pending token counted), made before the prefill's forward while the drafter's objects are in
         the caches: the step's own ready then only re-arms the stores (:meth:`draft_first` after a cold prefill of
         ~700 tokens took ~170 us, ~125 of them this, measured on jinja2 `fim-line`)."""
+        idx = self._copy()
+        if self.ready(n_ctx, out_len):
+            self.primed = (n_ctx, out_len, idx._native)
+
+    def _copy(self):
+        """The drafter's context copy (:class:`engine.context_match.SuffixMatchIndex`), its native buffers made."""
         idx = self.drafter.context_index
         if idx._native is None:
             idx._native_buffers()
-        if self.ready(n_ctx, out_len):
-            self.primed = (n_ctx, out_len, idx._native)
+        return idx
 
     def observed(self) -> None:
         """After the drafter observed a step the call drafted after (:meth:`FastCoderDrafter.observe_path`, its
