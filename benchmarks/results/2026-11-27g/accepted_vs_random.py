@@ -10,25 +10,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
-from conftest import TINY_CODER, third_party_sources  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bound_on_prompt import bound_on_prompt  # noqa: E402
 
-from engine import load_model  # noqa: E402
 from engine.draft_tree import DraftTree  # noqa: E402
-from engine.kv_cache import new_kv_cache  # noqa: E402
 from engine.lean_forward import weights_pinned  # noqa: E402
-from engine.verify import greedy_verifier  # noqa: E402
 
-torch.set_num_threads(1)
-loaded = load_model(str(TINY_CODER), device="cpu")
+loaded, ids, context, cache, bound = bound_on_prompt()
 model = loaded.model
-text = third_party_sources(1)[0].read_text(encoding="utf-8")
-ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"][:701]
-context = len(ids) - 1
-cache = new_kv_cache(model, context + 80)
-with torch.inference_mode():
-    model(input_ids=torch.tensor([ids[:-1]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
-bound = greedy_verifier(model, cache)
 empty = DraftTree.empty()
 # the model's own continuation after ids[-1]
 own, pending, past = [], ids[-1], context
