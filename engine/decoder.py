@@ -1,9 +1,11 @@
 """The speculative decoder: prefill, then draft -> verify (one forward, tree attention) -> accept.
 
-Shaped after gpt-fast's generate.py: small functions with explicit tensors and positions
-(:func:`engine.steps.prefill`, :func:`engine.steps.decode_one_token`, :func:`engine.verify.tree_forward`), and the
-statistics returned as plain data. Output is token-for-token the model's own (greedy) output, or
-distributed exactly as the model's own samples (see :mod:`engine.verify`).
+:class:`SpeculativeDecoder` holds what outlives a generation (the model, the method's drafter settings, the
+acceptance estimates, the verify-cost model, the documents' prompt KV caches) and checks a request's arguments; one
+generation's loop is :class:`engine.generation.Generation`, shaped after gpt-fast's generate.py: small functions with
+explicit tensors and positions (:func:`engine.steps.prefill`, :func:`engine.steps.decode_one_token`,
+:func:`engine.verify.tree_forward`), and the statistics returned as plain data. Output is token-for-token the model's
+own (greedy) output, or distributed exactly as the model's own samples (see :mod:`engine.verify`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from typing import Sequence
 
@@ -19,19 +20,16 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .draft_tree import DraftTree
 from .drafters import FastCoderCache, make_drafter
+from .generation import PREFILL_DRAFT_MAX_TOKENS, Generation  # noqa: F401  (PREFILL_DRAFT_MAX_TOKENS: re-exported)
 from .generation_result import GenerationResult, generation_result
-from .generation_result import ms as _ms
 from .hf_baseline import generate_prompt_lookup
 from .kv_cache import new_kv_cache
-from .lean_forward import greedy_ready, hidden_rows, weights_pinned
+from .lean_forward import hidden_rows, weights_pinned
 from .model import LoadedModel
 from .prompt_ids import prompt_ids
-from .steps import decode_one_token, prefill
-from .stops import hit_stop, stop_end, stop_table, stop_tokens, stop_touching
-from .verify import (SamplingParams, accept, choose_token, compact_cache, greedy_verifier, prune_after_stop,
-                     tree_forward)
+from .stops import hit_stop, stop_end, stop_tokens, stop_touching
+from .verify import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +45,6 @@ SDSAT_METHODS = ("sdsat", "fastcoder+sdsat")
 COST_SIZED_METHODS = ("fastcoder", "sdsat", "fastcoder+sdsat")
 
 
-#: The draft tree of a plain step (read only).
-_NO_DRAFT = DraftTree.empty()
-
-
-#: A prefill of at most this many uncached prompt tokens (a warm prompt KV cache: the editor's next request
-#: in the same document) also verifies a draft of the first new tokens in the same forward, so a draft
-#: accepted there saves a decode forward. Longer prefills run alone: causal attention over a long prompt
-#: is cheaper than the tree mask's full one (a 500-token prefill: 112 ms causal, 119 ms with a mask).
-PREFILL_DRAFT_MAX_TOKENS = 64
 #: Draft tokens per tree at most when the verify-cost model sizes trees (a cap, rarely reached on a CPU).
 MAX_DRAFT_TOKENS = 64
 #: KV positions allocated past the prompt when a generation starts (new tokens + one draft tree; the
@@ -330,229 +319,12 @@ class SpeculativeDecoder:
         """The model's :class:`engine.healing.TokenBytes` (shared by every decoder of the model)."""
         return self.loaded.token_bytes
 
-    def _choose(self, logits: torch.Tensor, params: SamplingParams, generator, remaining: bytes) -> int:
-        """:func:`choose_token`, restricted to the tokens consistent with ``remaining`` when non-empty."""
-        if remaining:
-            from .healing import choose_constrained  # noqa: PLC0415
-
-            return choose_constrained(logits, params, generator, remaining, self.token_bytes)
-        return choose_token(logits, params, generator)
-
-    @torch.inference_mode()
     def _generate(self, ids: list[int], max_new: int, params: SamplingParams, generator, drafter,
                   stop, cancel, truncated: bool, doc: FastCoderCache | None = None,
                   deadline: float | None = None, remaining: bytes = b"") -> GenerationResult:
-        model = self.loaded.model
-        eos = self.loaded.eos_token_ids
-        out: list[int] = []
-        accepted_lengths: list[int] = []
-        draft_sizes: list[int] = []
-        hits = np.zeros(256, dtype=np.int64)  # accepted draft nodes per source bitmask; per source name in the result
-        retrieval_s = forward_s = 0.0  # drafting; the decode steps' forwards
-        finish = "length"
-        skip = len(remaining.decode("utf-8", errors="ignore"))  # stop strings apply after the constraint
-        t0 = time.perf_counter()
-        if max_new == 0:
-            return self._result(ids, out, "length", t0, t0, t0, accepted_lengths, hits, 0.0, truncated, stop)
-        cache, start = self._reuse_prompt_kv(doc, ids)
-        reused = start
-        stop_tokens = self._stop_tokens(stop) if drafter is not None else None
-        # greedy steps without a token-healing constraint take each row's argmax without the logits
-        argmax_only = self.screened and params.greedy and greedy_ready(model)
-        # the stop strings are searched for only after a token that shares a byte with one of them
-        stop_touch = self._stop_touching(stop)
-        searched = 0  # tokens of ``out`` the last search covered
-        context = np.empty(len(ids) + max_new + 128, dtype=np.int64)  # prompt + generated, pending last
-        context[:len(ids)] = ids
-        n_ctx = len(ids)
-        if drafter is not None:
-            t = time.perf_counter()
-            drafter.reset(context[:n_ctx])
-            set_stop = getattr(drafter, "set_stop_tokens", None)
-            if set_stop is not None:  # nothing drafted below a stop token (not while a healing constraint holds:
-                # a stop string counts only after it, as _verifiable's pruning does)
-                set_stop(stop_table(stop_tokens, self.loaded.vocab_size) if stop_tokens and not remaining else None)
-            retrieval_s += time.perf_counter() - t
-        def push(tok: int) -> None:  # one committed token: output, drafting context, constraint
-            nonlocal n_ctx, remaining
-            out.append(tok)
-            context[n_ctx] = tok
-            n_ctx += 1
-            if remaining:
-                remaining = self.token_bytes.advance(remaining, tok)
-
-        def commit(tokens: list[int]) -> bool:  # accepted draft tokens (in the KV cache); False: EOS/max_new cut
-            for tok in tokens:
-                if tok in eos or len(out) >= max_new:
-                    return False
-                push(tok)
-            return True
-
-        prefill_accepted = 0  # draft tokens the prefill's forward verified and committed
-        ended = False  # the prefill's accepted draft already reached EOS or max_new
-        # the draft head serves completions that may span lines: on one-line completions (a stop at the newline:
-        # a few steps each) it lost up to 13% in wall clock, in 5 of 6 cell-runs (benchmarks/results/2026-11-26k,
-        # fim-line), where longer ones gained (function +4%), so those draft without it
-        one_line = bool(stop) and "\n" in stop
-        head = self.depth_one if drafter is not None and not one_line else None
-        # a greedy step's verification for this generation's cache, its checks made once (generate() pins the weights),
-        # the acceptance counts, per-source hits and the draft head's step done in the same native call where it can;
-        # a plain step (ar) is the verification of an empty tree: the same forward, without ~55 us of per-call checks
-        verify = None
-        if argmax_only:
-            verify = greedy_verifier(model, cache, self.estimator, hits, head) if drafter is not None \
-                else greedy_verifier(model, cache)
-        head_in_verify = head is not None and getattr(verify, "head", None) is head
-        # each next step drafted inside the verification's native call (the fastcoder drafter's native step on a
-        # CPU): its tree verified in place by the next call, ~100 us of Python a step fewer
-        ahead = None
-        if verify is not None and drafter is not None and not remaining and hasattr(verify, "verify_draft"):
-            make = getattr(drafter, "draft_ahead", None)
-            ahead = make(eos, max_new) if make is not None else None
-        drafted = False  # the last verification drafted this step's tree (ahead.next_tree has it)
-        shared = self.estimator.depth_one if self.estimator is not None else None
-        if shared is not None:  # no hidden state of this prompt yet (and none at all where this decoder has no head)
-            shared.disable()
-        if drafter is not None and self.method not in SDSAT_METHODS and len(ids) - start <= PREFILL_DRAFT_MAX_TOKENS:
-            # a short (warm) prefill verifies a draft of the first new tokens in the same forward
-            t = time.perf_counter()
-            tree = ahead.draft_first(context[:n_ctx], 0)[0] if ahead is not None else None
-            if tree is None:
-                tree = drafter.propose(context[:n_ctx])
-            elif getattr(tree, "in_builder", False):
-                tree = tree.tree()  # the prefill's forward reads a DraftTree
-            tree = self._verifiable(tree, remaining, stop_tokens, max_new)
-            retrieval_s += time.perf_counter() - t
-            past_len = len(ids) - 1
-            logits = tree_forward(model, cache, ids[-1], tree, past_len, prefix=ids[start:-1])
-            path, pending = self._accept(logits, tree, params, generator, remaining)
-            compact_cache(cache, past_len, path, len(tree))
-            committed = tree.tokens[path].tolist() + [pending]
-            retrieval_s += self._learn(drafter, context[:n_ctx], tree, path, committed, hits)
-            if head is not None:
-                self._feed_head(path, committed[0])
-            ended = not commit(committed[:-1])
-            prefill_accepted = len(out)
-        else:
-            if ahead is not None:  # the first step's fields made ready now, while the drafter is in the caches
-                t = time.perf_counter()
-                ahead.prime(len(ids) + 1, 1)
-                retrieval_s += time.perf_counter() - t
-            prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.loaded.device)
-            pending = self._choose(prefill(model, cache, prompt), params, generator, remaining)
-            if head is not None:
-                self._feed_head([], -1)
-        t_prefill = time.perf_counter()
-        setup_s = retrieval_s  # drafting done within the prefill phase: the drafter's reset, the prefill's draft
-        if ended:
-            finish = "eos" if len(out) < max_new else "length"
-        elif prefill_accepted and cancel is not None and cancel.is_set():
-            # the prefill's forward may already hold the whole answer (stop included): a request
-            # cancelled meanwhile (superseded by the next keystroke's) still ends as cancelled
-            ended, finish = True, "cancelled"
-        while not ended:
-            if len(out) >= max_new:  # before the EOS test: a step that filled the output may end on an EOS bonus
-                break  # token, which ar, stopping at max_new, never computes ("length", as ar)
-            if pending in eos:
-                finish = "eos"
-                break
-            push(pending)
-            if len(out) >= max_new:
-                break
-            if stop and (stop_touch is None or not stop_touch.isdisjoint(out[searched:])):
-                if self._hit_stop(out, stop, skip):
-                    finish = "stop"
-                    break
-                searched = len(out)  # out[:searched] holds no stop string
-            if cancel is not None and cancel.is_set():
-                finish = "cancelled"
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                finish = "deadline"
-                break
-            past_len = n_ctx - 1  # the pending token is not in the KV cache yet
-            if drafter is None:  # plain step
-                t = time.perf_counter()
-                if argmax_only and not remaining:
-                    pending = verify(pending, _NO_DRAFT, past_len)[1][0]
-                    forward_s += time.perf_counter() - t
-                else:
-                    logits = decode_one_token(model, cache, pending, past_len)
-                    forward_s += time.perf_counter() - t
-                    pending = self._choose(logits, params, generator, remaining)
-                accepted_lengths.append(1)
-                continue
-            t = time.perf_counter()
-            ctx_view = context[:n_ctx]
-            tree, cut = ahead.next_tree(ctx_view) if drafted else (None, False)
-            if tree is None and ahead is not None:  # the first step, or one the last call did not draft
-                tree, cut = ahead.draft_first(ctx_view, len(out))
-            if tree is None:
-                tree = drafter.propose(ctx_view)
-            if not cut:
-                tree = self._verifiable(tree, remaining, stop_tokens, max_new - len(out))
-            fused = ahead is not None and not tree.n_adaptive and ahead.ready(n_ctx, len(out))
-            t_forward = time.perf_counter()
-            retrieval_s += t_forward - t
-            draft_sizes.append(len(tree))
-            counted = drafted = False  # the estimates and hits learned in the verification's call; the next tree
-            if fused:  # forward, walk, compaction, the counts and the next step's tree: one native call
-                path, committed, counted, drafted = verify.verify_draft(pending, tree, past_len, ahead)
-                spent = ahead.drafting_s() if drafted else 0.0
-                forward_s += time.perf_counter() - t_forward - spent
-                retrieval_s += spent
-                if not drafted and getattr(tree, "in_builder", False):  # the call was not taken: arrays intact
-                    tree = tree.tree()
-            elif argmax_only and not remaining and not tree.n_adaptive:
-                # forward, walk, compaction and the counts (one native call on a CPU): timed as the forward
-                path, committed, counted = verify(pending, tree.tree() if getattr(tree, "in_builder", False)
-                                                  else tree, past_len)
-                forward_s += time.perf_counter() - t_forward
-            else:
-                logits = tree_forward(model, cache, pending, tree, past_len)
-                forward_s += time.perf_counter() - t_forward
-                path, bonus = self._accept(logits, tree, params, generator, remaining)
-                compact_cache(cache, past_len, path, len(tree))
-                committed = tree.tokens[path].tolist() + [bonus]
-            if tree.n_adaptive:
-                drafter.observe_logits(ctx_view, tree, logits, path, committed)
-            if drafted:  # the builder's arrays hold the next tree now: the drafter observes what the call kept
-                t = time.perf_counter()
-                drafter.observe_path(ctx_view, ahead.first_source(), len(path), committed)
-                ahead.observed()
-                retrieval_s += time.perf_counter() - t
-            else:
-                retrieval_s += self._learn(drafter, ctx_view, tree, path, committed, hits, counted)
-            if head is not None and not (counted and head_in_verify):
-                self._feed_head(path, committed[0])
-            accepted_lengths.append(len(committed))
-            # all but the last committed token are in the KV cache now; the last becomes pending
-            if commit(committed[:-1]):
-                pending = committed[-1]
-                continue
-            finish = "eos" if len(out) < max_new else "length"
-            break
-        if stop and out and (finish == "stop" or ((stop_touch is None or not stop_touch.isdisjoint(out[searched:]))
-                                                  and self._hit_stop(out, stop, skip))):
-            # a step commits several tokens (and the loop may have left at max_new or EOS without a search): keep
-            # them up to the one that completed the stop, where ar, searching after every token, stops
-            del out[stop_end(self.loaded.tokenizer, out, stop, skip, searched):]
-            n_ctx = len(ids) + len(out)
-        done = getattr(drafter, "finish", None)
-        if done is not None:  # drafting work: timed with retrieval
-            t = time.perf_counter()
-            done(context[:n_ctx])
-            retrieval_s += time.perf_counter() - t
-        t_end = time.perf_counter()
-        self._keep_prompt_kv(doc, ids, cache)
-        res = self._result(ids, out, finish, t0, t_prefill, t_end, accepted_lengths, hits, retrieval_s,
-                           truncated, stop, skip)
-        res.stats["retrieval_prefill_ms"] = _ms(setup_s)
-        res.stats["forward_ms"] = _ms(forward_s)  # the decode steps' forwards alone (the rest of a step: "other")
-        res.stats["reused_prompt_tokens"] = reused
-        res.stats["prefill_draft_accepted"] = prefill_accepted
-        res.stats["draft_sizes"] = draft_sizes
-        return res
+        """One generation (:class:`engine.generation.Generation`) with the arguments :meth:`generate` checked."""
+        return Generation(self, ids, max_new, params, generator, drafter, stop, cancel, truncated, doc, deadline,
+                          remaining).run()
 
     def _stop_tokens(self, stop: Sequence[str] | None) -> frozenset[int] | None:
         """:func:`engine.stops.stop_tokens` for this model."""
@@ -561,54 +333,6 @@ class SpeculativeDecoder:
     def _stop_touching(self, stop: Sequence[str] | None) -> frozenset[int] | None:
         """:func:`engine.stops.stop_touching` for this model (None: every step searches)."""
         return stop_touching(stop, self.loaded)
-
-    def _verifiable(self, tree, remaining: bytes, stop_tokens: frozenset[int] | None, left: int):
-        """``tree`` without the nodes whose verification is wasted: those deeper than ``left`` (the tokens the
-        generation may still add: a path longer than that is cut at ``max_new_tokens`` whatever it holds), those
-        that contradict the token-healing constraint (:func:`engine.healing.consistent_subtree`), or, once it is
-        spelled, those below a stop token (:func:`engine.verify.prune_after_stop`)."""
-        if not len(tree):
-            return tree
-        if left < len(tree) and int(tree.depths.max()) > left:  # a node's depth is at most the tree's size
-            tree = tree.keep(tree.depths <= left)
-        if not remaining:
-            return tree if stop_tokens is None else prune_after_stop(tree, stop_tokens)
-        from .healing import consistent_subtree  # noqa: PLC0415
-
-        return consistent_subtree(tree, remaining, self.token_bytes)
-
-    def _accept(self, logits: torch.Tensor, tree, params: SamplingParams, generator, remaining: bytes):
-        """:func:`engine.verify.accept`, under the token-healing constraint when ``remaining`` is non-empty
-        (:func:`engine.healing.accept_constrained`). Returns ``(path, bonus)``."""
-        if not remaining:
-            return accept(logits, tree, params, generator)
-        from .healing import accept_constrained  # noqa: PLC0415
-
-        return accept_constrained(logits, tree, params, generator, remaining, self.token_bytes)
-
-    def _learn(self, drafter, context: np.ndarray, tree, path: list[int], committed: list[int], hits: np.ndarray,
-               counted: bool = False) -> float:
-        """After a verification: update the acceptance estimates, let the drafter observe what was
-        committed (``committed``: the ``path`` nodes' tokens, then the model's own token), count accepted
-        nodes per source bitmask into ``hits`` ((256,) int64; :func:`engine.draft_tree.hits_by_source` names them
-        at the end: a per-node loop over the sources and a fancy index cost ~40 us a step with the caches cold).
-        ``counted``: the verification's native call did the estimates and the count already
-        (:class:`engine.native.step.BoundVerify`); only the drafter observes. Returns the drafter's observe time
-        in seconds (drafting work)."""
-        if not counted and self.estimator is not None and tree.keys is not None:
-            if tree.n_adaptive:
-                n = tree.n_draft
-                self.estimator.update(tree.keys, tree.parents[:n], [p for p in path if p < n])
-            else:
-                self.estimator.update(tree.keys, tree.parents, path)
-        t = time.perf_counter()
-        drafter.observe(context, tree, path, committed)
-        spent = time.perf_counter() - t
-        if path and not counted:
-            sources = tree.sources.tolist()
-            for node in path:
-                hits[sources[node]] += 1
-        return spent
 
     def _hit_stop(self, out: list[int], stop: Sequence[str], skip: int = 0) -> bool:
         """:func:`engine.stops.hit_stop` with this model's tokenizer."""

@@ -152,7 +152,7 @@ def test_chi_square_rejects_rest_published_rule(setup, ar_counts, monkeypatch):
     """The same test must fail REST's biased rule. CopySpec drafts a single chain, where the bias
     (a draft token emitted with probability p + (1 - p) * p instead of p) is largest."""
     loaded, prompt, store = setup
-    monkeypatch.setattr("engine.decoder.accept", rest_published_accept)
+    monkeypatch.setattr("engine.generation.accept", rest_published_accept)
     counts, mean_accepted = draw(decoder_for(loaded, "copyspec", store), prompt, arm=9, n=600)
     assert mean_accepted >= 0.8
     p = chi_square_p(ar_counts, counts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import engine.decoder as decoder_module
+import engine.generation as generation_module
 from engine.decoder import SpeculativeDecoder
 from engine.draft_tree import SOURCE_CACHE, Candidates, DraftTree
 from engine.tree_builder import cut_at_stop
@@ -73,13 +73,13 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
     newline, and fewer draft tokens verified than with the pruning switched off."""
     newline = np.array(["\n" in p.decode("utf-8", "ignore") for p in tiny_coder.token_bytes.pieces])
     verified = []
-    real_forward = decoder_module.tree_forward
+    real_forward = generation_module.tree_forward
 
     def recording_forward(model, cache, pending, tree, past_len, **kw):
         verified.append(tree)
         return real_forward(model, cache, pending, tree, past_len, **kw)
 
-    real_verifier = decoder_module.greedy_verifier
+    real_verifier = generation_module.greedy_verifier
 
     def recording_verifier(model, cache, *learn):  # greedy steps' verification (the head screened)
         verify = real_verifier(model, cache, *learn)
@@ -89,8 +89,8 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
             return verify(pending, tree, past_len)
         return _with_draft(recording, verify, verified.append)
 
-    monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
-    monkeypatch.setattr(decoder_module, "greedy_verifier", recording_verifier)
+    monkeypatch.setattr(generation_module, "tree_forward", recording_forward)
+    monkeypatch.setattr(generation_module, "greedy_verifier", recording_verifier)
     DRAFTED.clear()
     prompts = [ids for _, ids in real_code_prompts[:6]]
     ar = SpeculativeDecoder(tiny_coder, "ar")
@@ -105,7 +105,7 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
     with_pruning = sum(sum(g.stats["draft_sizes"]) for g in got)
     # the drafter itself cuts its sources' continuations at a stop token before sizing the tree: with the
     # decoder's pruning of built trees switched off, still nothing below a newline is verified
-    monkeypatch.setattr(decoder_module, "prune_after_stop", lambda tree, stop_tokens: tree)
+    monkeypatch.setattr(generation_module, "prune_after_stop", lambda tree, stop_tokens: tree)
     verified.clear()
     cut = [SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=48, stop=["\n"])
            for ids in prompts]
@@ -113,7 +113,7 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
     assert verified
     for tree in verified:
         assert not newline[tree.tokens[tree.parents[tree.parents >= 0]]].any()
-    monkeypatch.setattr(decoder_module, "stop_table", lambda ids, vocab_size: None)  # and the drafter's cut off
+    monkeypatch.setattr(generation_module, "stop_table", lambda ids, vocab_size: None)  # and the drafter's cut off
     unpruned = SpeculativeDecoder(tiny_coder, "fastcoder")
     again = [unpruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
     assert [g.text for g in again] == [w.text for w in want]
@@ -155,7 +155,7 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
     """A path longer than the tokens the generation may still add is cut at ``max_new_tokens`` whatever it holds:
     such nodes are not verified (trees of a repeated text, whose copies run long), and the output is ar's."""
     seen = []  # (tree, tokens generated before its step)
-    real_forward, real_verifier = decoder_module.tree_forward, decoder_module.greedy_verifier
+    real_forward, real_verifier = generation_module.tree_forward, generation_module.greedy_verifier
 
     def recording_forward(model, cache, pending, tree, past_len, **kw):
         seen.append((tree, past_len))
@@ -169,8 +169,8 @@ def test_no_draft_node_deeper_than_the_tokens_left_is_verified(tiny_coder, real_
             return verify(pending, tree, past_len)
         return _with_draft(recording, verify, lambda tree: seen.append((tree, recording.past)))
 
-    monkeypatch.setattr(decoder_module, "tree_forward", recording_forward)
-    monkeypatch.setattr(decoder_module, "greedy_verifier", recording_verifier)
+    monkeypatch.setattr(generation_module, "tree_forward", recording_forward)
+    monkeypatch.setattr(generation_module, "greedy_verifier", recording_verifier)
     ar = SpeculativeDecoder(tiny_coder, "ar")
     deepest = 0
     DRAFTED.clear()
