@@ -9,7 +9,8 @@ matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by
 used by :mod:`engine.native_attention`), ``decoder_layer.c`` runs a whole decoder layer over those rows with both
 (:mod:`engine.native.layer`, used by :mod:`engine.lean_forward`), ``datastore.c`` makes a datastore search's suffix-array probes and reads
 its continuations in one call each (:meth:`engine.datastore.Datastore.search`), and ``propose.c`` searches a fastcoder step's
-cache, context copy and completion history and builds its tree in one call (:mod:`engine.native.propose`).
+cache, context copy and completion history and builds its tree in one call (:mod:`engine.native.propose`);
+``draft_ahead.c`` drafts the next step's tree inside the verification's call (:mod:`engine.native.draft_ahead`).
 
 The C files use no Python headers: it is compiled once per source version with the system's C compiler
 (``$CC``, else ``cc``, else ``gcc``) into ``platformdirs.user_cache_dir("fastcoder")/native/<hash>/``
@@ -36,7 +37,7 @@ from ..cache_paths import cache_root
 log = logging.getLogger(__name__)
 
 SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
-           "propose.c", "kv_cache.c", "screened_head.c", "step.c")
+           "propose.c", "draft_ahead.c", "kv_cache.c", "screened_head.c", "step.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
@@ -54,7 +55,7 @@ def _cflags() -> tuple[str, ...]:
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
 FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h", "screened_head.c", "step.c")
 #: Headers the sources include (part of the library's version, not compiled on their own).
-HEADERS = ("simd_math.h",)
+HEADERS = ("simd_math.h", "propose.h")
 
 _state: dict[str, object] = {}
 
@@ -105,9 +106,9 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_propose.argtypes = [ptr, ptr, i64, i64, i64, i64]
     lib.fc_propose_retrieve.restype = i64  # the same after searching D_r and D_c (propose.c)
     lib.fc_propose_retrieve.argtypes = [ptr, ptr, i64, i64, i64, i64]
-    lib.fc_verify_propose.restype = i64  # a greedy step's verification, then the next step's drafting (propose.c)
+    lib.fc_verify_propose.restype = i64  # a greedy step's verification, then the next step's drafting (draft_ahead.c)
     lib.fc_verify_propose.argtypes = [ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr]
-    lib.fc_draft_ahead.restype = i64  # a generation's first tree drafted in the fields of the steps after (propose.c)
+    lib.fc_draft_ahead.restype = i64  # a generation's first tree drafted in the fields of the steps after (draft_ahead.c)
     lib.fc_draft_ahead.argtypes = [ptr, ptr, ptr]
     lib.fc_chain_extend.restype = i64  # a token buffer's occurrence chains (engine.history.TokenMirror)
     lib.fc_chain_extend.argtypes = [ptr, ptr, ptr, i64, i64, i64]

@@ -1,4 +1,4 @@
-"""The next step's tree drafted inside the verification's native call (``fc_verify_propose`` in propose.c) on the
+"""The next step's tree drafted inside the verification's native call (``fc_verify_propose`` in draft_ahead.c) on the
 CPU's one-call greedy step: the call's fields and what the decoder does around it.
 
 After the walk and the learning the call makes the drafter's observation of the step in the cache's int64 mirror,
@@ -33,7 +33,7 @@ def draft_ahead_on() -> bool:
     return os.environ.get(DRAFT_AHEAD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-#: fc_verify_propose's fields (VP_* in propose.c) and its results.
+#: fc_verify_propose's fields (VP_* in draft_ahead.c) and its results.
 VP_FIELDS = 43
 (VP_TOKENS, VP_PARENTS, VP_ARGMAX, VP_PATH, VP_COMMITTED, VP_EXACT, VP_FROM_BUILDER, VP_CTX_LEN, VP_CTX_CAP,
  VP_CACHE_LEN, VP_HISTORY_LEN, VP_OUT_LEN, VP_MAX_NEW, VP_EOS, VP_N_EOS, VP_STOP, VP_N_STOP, VP_BUCKET_END,
@@ -41,7 +41,7 @@ VP_FIELDS = 43
  VP_OBSERVE, VP_CACHE_CAP, VP_CACHE_MAX_TOKENS, VP_CACHE_N_MIN, VP_N_MAX, VP_PROMPT_LEN, VP_CHUNK_FROM,
  VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT, VP_RETRIEVE, VP_STORES, VP_STRATEGY, VP_MISSING, VP_MISSING_MASK,
  VP_LINE_TABLES, VP_N_LINE_TABLE, VP_COIN, VP_RETRIEVED) = range(VP_FIELDS)
-#: vp[VP_RETRIEVED] (RETRIEVED_* in propose.c): the datastores' turn skipped (the missing table, the skip token) or
+#: vp[VP_RETRIEVED] (RETRIEVED_* in draft_ahead.c): the datastores' turn skipped (the missing table, the skip token) or
 #: searched in the call; the coin's flag added where it drew the skip coin.
 SKIP_MISSING, SKIP_LINE, SEARCHED, DREW_COIN = 1, 2, 3, 16
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -52,7 +52,7 @@ NEXT_UNCUT = -1
 
 
 class DraftAhead:
-    """The next step's drafting done in the verification's native call (``fc_verify_propose`` in propose.c): the
+    """The next step's drafting done in the verification's native call (``fc_verify_propose`` in draft_ahead.c): the
     fields of :meth:`engine.native.step.BoundVerify.verify_draft`, one set per thread and drafter settings (kept by
     :class:`engine.native.propose.ProposeArgs`, taken by each generation's drafter through :meth:`start`).
 
@@ -147,7 +147,7 @@ class DraftAhead:
         vp[VP_RETRIEVE] = 1
 
     def _mirror_missing(self, drafter) -> None:
-        """The missing table's token pairs into an open-addressing table propose.c reads (``missing_holds``)."""
+        """The missing table's token pairs into an open-addressing table draft_ahead.c reads (``missing_holds``)."""
         keys = [k for k in drafter.missing if len(k) == 2]
         size = 64
         while size < 4 * len(keys):

@@ -1,8 +1,10 @@
 """A generation's first tree (the drafter's propose right after the prefill) against the steps after it: per call, the
 wall time of FastCoderDrafter.propose (first call after a reset / later calls) and the native calls in it, and the
 fused steps' drafting (DraftAhead: ready + the C drafting + next_tree), printed at exit.
-Usage: as `python -m engine bench ...` (one method: fastcoder)."""
+Usage: as `python -m engine bench ...` (one method: fastcoder). DETAIL=1 (added 2026-11-27h) also prints each timer's
+largest eight calls and the C drafting by the call's datastores' turn (vp[VP_RETRIEVED]) and context bucket (256s)."""
 import atexit
+import os
 import sys
 import time
 from collections import defaultdict
@@ -14,6 +16,7 @@ from engine.native import draft_ahead as da_module
 from engine.native import library
 
 T = defaultdict(list)
+DETAIL = os.environ.get("DETAIL") == "1"
 native = [0.0]
 first = {}
 
@@ -69,6 +72,9 @@ real_s = A.drafting_s
 def drafting_s(self):
     s = real_s(self)
     T["ahead C drafting"].append(s)
+    if DETAIL:
+        T[f"ahead C drafting turn={int(self.vp[da_module.VP_RETRIEVED])} "
+          f"ctx={int(self.vp[da_module.VP_CTX_LEN]) // 256}"].append(s)
     return s
 
 
@@ -79,6 +85,8 @@ A.drafting_s = drafting_s
 def report():
     for name, v in sorted(T.items()):
         v = np.array(v) * 1e6
+        if DETAIL:
+            print(name, "largest", np.sort(v)[-8:].round(0).tolist(), file=sys.stderr)
         print(f"{name}: n={len(v)} mean {v.mean():.1f} us p50 {np.median(v):.1f} p90 {np.percentile(v, 90):.1f} "
               f"sum {v.sum() / 1e3:.1f} ms", file=sys.stderr)
 
