@@ -47,7 +47,7 @@ import numpy as np
 from . import native
 from .draft_tree import SOURCE_CONTEXT, Candidates
 
-#: The C draft (engine/native/draft_tree.c, ``fc_suffix_draft``) serves settings within its fixed buffers.
+#: The C draft (engine/native/context_copy.c, ``fc_suffix_draft``) serves settings within its fixed buffers.
 _NATIVE_MAX_CANDIDATES = 256
 _NATIVE_MAX_TOKENS = 64
 #: The count of a copy's one continuation (shared, read-only).
@@ -199,7 +199,7 @@ class SuffixMatchIndex:
         return self._native
 
     def _native_run(self, lib) -> int:
-        """``fc_suffix_draft`` (engine/native/draft_tree.c) into the native buffers: the draft's length k (its
+        """``fc_suffix_draft`` (engine/native/context_copy.c) into the native buffers: the draft's length k (its
         tokens and probabilities are the buffers' first k, the match length in the third buffer)."""
         _, ptr = self._native_buffers()
         return lib.fc_suffix_draft(ptr[0], self._n, self.max_candidates, self.max_depth, self.factor,

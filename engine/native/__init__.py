@@ -3,7 +3,7 @@
 Every decode step builds a draft tree (:func:`engine.tree_builder.build_draft_tree`) and a context copy
 (:meth:`engine.context_match.SuffixMatchIndex.draft`); in Python they cost ~0.25 and ~0.15 ms of a
 ~7-15 ms CPU step, time a lossless decoder has to win back with accepted tokens. ``draft_tree.c`` gives
-the same trees and drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight
+the same trees and ``context_copy.c`` the same drafts, bit for bit, in microseconds. ``small_gemm.c`` multiplies a few rows by a weight
 matrix (the verify forward's linear layers; :mod:`engine.native.linear`, used by :mod:`engine.packed_linear`),
 ``tree_attention.c`` attends a few query rows to the KV cache under a tree mask (:mod:`engine.native.attention`,
 used by :mod:`engine.native_attention`), ``decoder_layer.c`` runs a whole decoder layer over those rows with both
@@ -37,7 +37,7 @@ from ..cache_paths import cache_root
 log = logging.getLogger(__name__)
 
 SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
-           "propose.c", "draft_ahead.c", "kv_cache.c", "screened_head.c", "step.c")
+           "propose.c", "draft_ahead.c", "context_copy.c", "kv_cache.c", "screened_head.c", "step.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
