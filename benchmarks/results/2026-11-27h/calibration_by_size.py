@@ -1,7 +1,9 @@
-"""Are the acceptance estimates calibrated alike after a step that accepted nothing, part or all of its tree's first
-path? Per verified tree (fastcoder, fused step): the expected accepted draft tokens by the estimates (the sum of the
-nodes' path probabilities: products of their conditional estimates) and the accepted count, grouped by the tree size (8: 8 or more nodes), and the first level alone: the estimated probability that some depth-1 node is accepted (the sum of their estimates) against how often one was. Adapted from 2026-11-27g/calibration_by_regime.py.
-Printed at exit. Usage: as `python -m engine bench ...` (methods: fastcoder)."""
+"""Are the acceptance estimates calibrated alike for small and large trees? Per verified tree (fastcoder, fused step),
+grouped by the tree's size (8: 8 or more nodes): the expected accepted draft tokens by the estimates (the sum of the
+nodes' path probabilities: products of their conditional estimates) against the accepted count, and the first level
+alone: the estimated chance that a depth-1 node is accepted (the sum of their estimates) against how often one was.
+Adapted from 2026-11-27g/calibration_by_regime.py. Printed at exit. Usage: as `python -m engine bench ...`
+(methods: fastcoder)."""
 import atexit
 import sys
 from collections import defaultdict
