@@ -1,13 +1,14 @@
 """Leave-one-repository-out logistic fits of "a depth-1 node was accepted" on the estimates alone and on the estimates plus
-log(1 + margin) (margin_probe.py's .npz files, /tmp/s14/margin_<kind>_<repo>.npz): log-loss, AUC, and hit rate against
+log(1 + margin) (margin_probe.py's .npz files, $DIR/margin_<kind>_<repo>.npz, DIR default /tmp/s14): log-loss, AUC, and hit rate against
 the estimates by margin quartile. Usage: python margin_fit.py KIND [KIND ...]"""
 import glob
+import os
 import sys
 
 import numpy as np
 def load(kind):
     out = {}
-    for f in sorted(glob.glob(f"/tmp/s14/margin_{kind}_*.npz")):
+    for f in sorted(glob.glob(os.path.join(os.environ.get("DIR", "/tmp/s14"), f"margin_{kind}_*.npz"))):
         d = np.load(f); out[f.split("_")[-1][:-4]] = d
     return out
 def feats(d, extra):
