@@ -255,7 +255,7 @@ class Generation:
         self.push(pending)
         if len(out) >= self.max_new:
             return "length"
-        if self.stop and (self.stop_touch is None or not self.stop_touch.isdisjoint(out[self.searched:])):
+        if self.stop and self._may_hold_stop():
             if self.decoder._hit_stop(out, self.stop, self.skip):
                 return "stop"
             self.searched = len(out)  # out[:searched] holds no stop string
@@ -338,11 +338,14 @@ class Generation:
         """A step commits several tokens (and the loop may have left at max_new or EOS without a search): keep them
         up to the one that completed the stop, where ar, searching after every token, stops."""
         out, stop, decoder = self.out, self.stop, self.decoder
-        if stop and out and (finish == "stop" or ((self.stop_touch is None
-                                                   or not self.stop_touch.isdisjoint(out[self.searched:]))
-                                                  and decoder._hit_stop(out, stop, self.skip))):
+        if stop and out and (finish == "stop" or (self._may_hold_stop() and decoder._hit_stop(out, stop, self.skip))):
             del out[stop_end(decoder.loaded.tokenizer, out, stop, self.skip, self.searched):]
             self.n_ctx = len(self.ids) + len(out)
+
+    def _may_hold_stop(self) -> bool:
+        """Whether the output past the last stop search (``out[searched:]``) holds a token sharing a byte with a stop
+        string (every token may, where ``stop_touch`` is None): only then can a search find one."""
+        return self.stop_touch is None or not self.stop_touch.isdisjoint(self.out[self.searched:])
 
     # ----------------------------------------------------------------------------- verification's parts
     def _choose(self, logits: torch.Tensor) -> int:

@@ -1,8 +1,11 @@
 """Are the acceptance estimates calibrated alike after a step that accepted nothing, part or all of its tree's first
 path? Per verified tree (fastcoder, fused step): the expected accepted draft tokens by the estimates (the sum of the
 nodes' path probabilities: products of their conditional estimates) and the accepted count, grouped by the previous step's outcome in the same generation.
+BY=size (added 2026-11-27h) groups by the tree's size instead (8: 8 or more nodes) and adds the first level alone: the
+estimated chance that a depth-1 node is accepted (the sum of their estimates) against how often one was.
 Printed at exit. Usage: as `python -m engine bench ...` (methods: fastcoder)."""
 import atexit
+import os
 import sys
 from collections import defaultdict
 
@@ -11,7 +14,9 @@ import numpy as np
 from engine.native.step import BoundVerify
 
 real = BoundVerify.verify_draft
-S = defaultdict(lambda: [0, 0.0, 0, 0])  # regime -> [trees, expected, accepted, draft tokens]
+S = defaultdict(lambda: [0, 0.0, 0, 0])  # group -> [trees, expected, accepted, draft tokens]
+FIRST = defaultdict(lambda: [0.0, 0])  # group -> [estimated chance of a depth-1 hit, summed; trees with one]
+BY_SIZE = os.environ.get("BY") == "size"
 state = {"prev": None, "past": None}
 
 
@@ -28,7 +33,10 @@ def verify_draft(self, pending, tree, past, ahead):
         state["prev"] = "first"
     accepted = len(got[0])
     if len(t):
-        s = S[state["prev"]]
+        group = min(len(t), 8) if BY_SIZE else state["prev"]
+        s = S[group]
+        FIRST[group][0] += float(path[t.depths == 1].sum())
+        FIRST[group][1] += accepted > 0
         s[0] += 1
         s[1] += expected
         s[2] += accepted
@@ -45,7 +53,8 @@ BoundVerify.verify_draft = verify_draft
 @atexit.register
 def report():
     for k, (n, e, a, d) in sorted(S.items()):
-        print(f"after {k}: trees {n} draft tokens/tree {d / n:.2f} expected accepted {e / n:.2f} "
+        first = (f"P(first level hit) est {FIRST[k][0] / n:.2f} got {FIRST[k][1] / n:.2f}; " if BY_SIZE else "")
+        print(f"{'size' if BY_SIZE else 'after'} {k}: {first}trees {n} draft tokens/tree {d / n:.2f} expected accepted {e / n:.2f} "
               f"accepted {a / n:.2f} ratio {a / max(e, 1e-9):.2f}", file=sys.stderr)
 
 
