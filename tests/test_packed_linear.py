@@ -172,6 +172,35 @@ def test_avx512_and_avx2_kernels_give_the_same_bits():
         lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)  # as the process chose
 
 
+@needs_native
+def test_two_rows_streamed_or_by_two_panels_give_the_same_bits():
+    """A product of two rows alone streams one panel at a time on AVX2 (kern2); the rows left after 6-row blocks, and
+    fc_gemm_two_rows(0), take two panels at once (kern2x2). Same FMA chains: the same bits as each other and as the
+    same rows inside a larger product, for full and partial last panels."""
+    from engine.native import kernel_isa, library  # noqa: PLC0415
+    from engine.native.linear import gemm, pack_panels  # noqa: PLC0415
+
+    lib = library()
+    gen = torch.Generator().manual_seed(7)
+    assert lib.fc_gemm_two_rows(-1) == 1  # the default
+    try:
+        assert lib.fc_gemm_use(1) == 1  # the AVX2 kernels, where the two-row choice is made
+        for n, k in ((577, 37), (256, 96), (64, 768)):
+            w = torch.randn(n, k, generator=gen)
+            panels = pack_panels(lib, w)
+            x = torch.randn(8, k, generator=gen)  # 8 rows: a 6-row block, then the last 2 by kern2x2
+            inside = gemm(lib, x, panels.data_ptr(), n)
+            streamed = gemm(lib, x[6:].contiguous(), panels.data_ptr(), n)
+            assert lib.fc_gemm_two_rows(0) == 0
+            by_two = gemm(lib, x[6:].contiguous(), panels.data_ptr(), n)
+            assert lib.fc_gemm_two_rows(1) == 1
+            assert torch.equal(streamed, by_two) and torch.equal(streamed, inside[6:]), (n, k)
+            torch.testing.assert_close(streamed, F.linear(x[6:], w), rtol=1e-4, atol=1e-4)
+    finally:
+        lib.fc_gemm_two_rows(1)
+        lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)  # as the process chose
+
+
 def test_isa_env_forces_the_avx2_kernels(monkeypatch):
     """``$FASTCODER_ISA=avx2`` is read once per process and switches the products and the attention together; the
     choice is reported (and keys the c(n) curve)."""

@@ -173,6 +173,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_ds_search.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, i64]
     lib.fc_gemm_use.restype = ctypes.c_int  # which kernels fc_gemm and fc_attention run (kernel_isa)
     lib.fc_gemm_use.argtypes = [ctypes.c_int]
+    lib.fc_gemm_two_rows.restype = ctypes.c_int  # two rows alone: one panel at a time (1) or kern2x2 (0); A/B runs
+    lib.fc_gemm_two_rows.argtypes = [ctypes.c_int]
     lib.fc_attention_use.restype = ctypes.c_int
     lib.fc_attention_use.argtypes = [ctypes.c_int]
     lib.fc_attention_kv_pf.restype = ctypes.c_int  # multi-row scores' key prefetch distance (blocks; -1 reads)

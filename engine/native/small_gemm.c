@@ -178,8 +178,9 @@ static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
 }
 
 /* Two rows, two full panels at once: eight independent FMA chains (two rows of one panel have four, and
-   leave the FMA units waiting on latency: 2 rows cost 1.5x one row, 6 rows 1.8x); each output's chain is
-   the same as in kern2. */
+   leave the FMA units waiting on latency: 2 rows cost 1.5x one row, 6 rows 1.8x, before the one-panel kernels
+   prefetched); each output's chain is the same as in kern2. Since 2026-11-27 only for two rows whose panels are
+   in L2 (rows_panels). */
 static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *x0 = x, *x1 = x + ldx;
@@ -278,9 +279,29 @@ static int64_t rows_panels512(const float *px, int64_t mr, int64_t k, const floa
 }
 
 /* Rows [r0, r0 + mr) (mr <= 7, or 8 with the AVX-512 kernels) times panels [j0, j1); one row takes 4 full panels
-   at once, two rows 2 (AVX2); a last panel of fewer than 16 outputs takes the AVX2 kernels. */
+   at once; a last panel of fewer than 16 outputs takes the AVX2 kernels. Two rows (AVX2) take 2 panels at once
+   (kern2x2) only where the panels are already in L2 (`streamed` 0: the rows left after the blocks of a larger
+   product); a product of two rows alone streams the weights from memory one panel at a time (kern2, with its
+   prefetch), which cost less: the 43 products of tiny-py-coder at 2 rows 1.99 -> 1.71 ms warm, 2.29 -> 1.83 ms
+   with the weights evicted, while at 8 and 14 rows (6 + 2 in panel groups) kern2 for the 2 was 1.5-5% slower
+   (the project's 2-core AMD EPYC without AVX-512, 1 thread, median of 41 interleaved calls,
+   benchmarks/measure_gemm.py --defines; 2026-11-27).
+   c(1) of the verify-cost curve fell from 1.20-1.31 to 1.07-1.08 there; in the nine bench cells fastcoder's decode
+   speed against the same engine with kern2x2 (fc_gemm_two_rows(0), trees sized on the curve measured with it) was
+   1.008 (0.983-1.032) paired per task run: within the noise (benchmarks/results/2026-11-27i/). */
+static int two_rows_streamed = 1;
+
+/* Whether a product of two rows alone streams one panel at a time (1, the default) or takes kern2x2 like the rows
+   left after blocks (0): A/B measurements switch it; both give the same bits. A negative mode only asks. Returns the
+   mode in use. */
+int fc_gemm_two_rows(int mode) {
+    if (mode >= 0)
+        two_rows_streamed = mode ? 1 : 0;
+    return two_rows_streamed;
+}
+
 static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
-                            float *y, int64_t j0, int64_t j1) {
+                            float *y, int64_t j0, int64_t j1, int streamed) {
     int64_t full = n / NR, j = j0;
     const float *px = x + r0 * k;
     float *py = y + r0 * n;
@@ -288,7 +309,7 @@ static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, c
         j = rows_panels512(px, mr, k, wp, n, py, j, j1);
     if (mr == 1)
         for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
-    if (mr == 2)
+    if (mr == 2 && !(streamed && two_rows_streamed))
         for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n);
     for (; j < j1; j++) {
         const float *pw = wp + j * k * NR;
@@ -336,14 +357,14 @@ static void gemm_range(const float *x, int64_t m, int64_t k, const float *wp, in
                        int64_t p1) {
     int64_t block = has512() ? 8 : 6; /* rows a register block holds */
     if (m <= (block == 8 ? 8 : 7)) {
-        rows_panels(x, 0, m, k, wp, n, y, p0, p1);
+        rows_panels(x, 0, m, k, wp, n, y, p0, p1, 1);
         return;
     }
     for (int64_t j0 = p0; j0 < p1; j0 += PANEL_GROUP) {
         int64_t j1 = j0 + PANEL_GROUP < p1 ? j0 + PANEL_GROUP : p1, r0 = 0;
-        for (; m - r0 >= block; r0 += block) rows_panels(x, r0, block, k, wp, n, y, j0, j1);
+        for (; m - r0 >= block; r0 += block) rows_panels(x, r0, block, k, wp, n, y, j0, j1, 0);
         if (r0 < m)
-            rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1);
+            rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1, 0);
     }
 }
 
@@ -389,6 +410,11 @@ int fc_gemm_supported(void) { return 0; }
 
 int fc_gemm_use(int isa) {
     (void)isa;
+    return 0;
+}
+
+int fc_gemm_two_rows(int mode) {
+    (void)mode;
     return 0;
 }
 
