@@ -131,6 +131,21 @@ def add_replay_arguments(ap) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
 
 
+def replay_from_command_line(argv=None):
+    """(the parsed options of :func:`add_replay_arguments`, :func:`replay_setup`'s tuple for them), with torch on one
+    thread: what an offline probe over the bench's tasks starts with."""
+    import argparse  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser()
+    add_replay_arguments(ap)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    return args, replay_setup(args.model, args.repo, args.common, args.tasks, args.seed, args.max_new_tokens,
+                              args.task_kind)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(DEFAULT_MODEL))
