@@ -401,6 +401,10 @@ def test_report_names_the_gpu_and_explains_half_precision_divergence():
     same = bench.render_markdown({"environment": {**env, "accelerator": None}, "config": {"dtype": "bfloat16"},
                                   "methods": {"ar": _method(True), "fastcoder": _method(True)}})
     assert "rounds differently" not in same and "hardware: Intel Xeon (16 cores" in same
+    assert "forward kernels" not in same  # none recorded: nothing said
+    avx2 = bench.render_markdown({"environment": {**env, "accelerator": None, "forward_kernels": "avx2"},
+                                  "methods": {"ar": _method(True)}})
+    assert "(16 cores, torch threads 1, forward kernels avx2)" in avx2  # which kernels made the numbers
     assert bench.environment()["accelerator"] is None  # no GPU asked for
 
 

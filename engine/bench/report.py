@@ -148,8 +148,9 @@ def render_markdown(result: dict) -> str:
     if env:
         device = (f"{env['accelerator']} ({cfg.get('device', 'cuda')}, {cfg.get('dtype', '?')}); host "
                   if env.get("accelerator") else "")
+        kernels = f", forward kernels {env['forward_kernels']}" if env.get("forward_kernels") else ""
         lines.append(f"- hardware: {device}{env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
-                     f"{env.get('torch_threads')}); torch {env.get('torch')}, transformers "
+                     f"{env.get('torch_threads')}{kernels}); torch {env.get('torch')}, transformers "
                      f"{env.get('transformers')}; engine commit {str(env.get('git_commit'))[:10]}"
                      f"{' (modified)' if env.get('engine_modified') else ''}")
     if result.get("datastores"):
