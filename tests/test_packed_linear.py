@@ -201,6 +201,32 @@ def test_two_rows_streamed_or_by_two_panels_give_the_same_bits():
         lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)  # as the process chose
 
 
+@needs_native
+def test_the_prefetch_distance_changes_no_bits():
+    """fc_gemm_prefetch sets how far ahead the AVX2 kernels prefetch their weight stream (48 lines by default); a
+    prefetch reads nothing into the arithmetic, so every distance gives the same bits at every row count."""
+    from engine.native import kernel_isa, library  # noqa: PLC0415
+    from engine.native.linear import gemm, pack_panels  # noqa: PLC0415
+
+    lib = library()
+    gen = torch.Generator().manual_seed(11)
+    assert lib.fc_gemm_prefetch(-1) == 48
+    try:
+        assert lib.fc_gemm_use(1) == 1
+        for n, k in ((577, 37), (96, 768)):
+            panels = pack_panels(lib, torch.randn(n, k, generator=gen))
+            for rows in (2, 3, 6, 7, 8, 13):
+                x = torch.randn(rows, k, generator=gen)
+                outs = []
+                for lines in (0, 16, 48, 4096):
+                    assert lib.fc_gemm_prefetch(lines) == lines
+                    outs.append(gemm(lib, x, panels.data_ptr(), n))
+                assert all(torch.equal(o, outs[0]) for o in outs[1:]), (n, k, rows)
+    finally:
+        lib.fc_gemm_prefetch(48)
+        lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)
+
+
 def test_isa_env_forces_the_avx2_kernels(monkeypatch):
     """``$FASTCODER_ISA=avx2`` is read once per process and switches the products and the attention together; the
     choice is reported (and keys the c(n) curve)."""

@@ -45,11 +45,29 @@ int64_t fc_thread_count(void) { return gemm_threads; }
    panel line they will read 16 steps ahead. The hardware prefetcher alone left their FMAs waiting on the
    weight stream: tiny-py-coder's 43 products at 4-16 rows took 10-16% less time with it
    (benchmarks/measure_gemm.py-style A/B, weights evicted before each call). One row (kern1x4, four streams)
-   was not faster with it, so it has none. A prefetch changes no arithmetic: the same bits. Reading up to
-   16 lines past a panel's end is harmless (a prefetch never faults). */
+   was not faster with it, so it has none. A prefetch changes no arithmetic: the same bits. Reading lines
+   past a panel's end is harmless (a prefetch never faults). */
 #ifndef PF
 #define PF 16
 #endif
+/* The AVX2 kernels' distance (lines), a variable that fc_gemm_prefetch sets (A/B runs; the same bits at any). On the
+   project's AVX2-only EPYC (2026-11-27, benchmarks/measure_gemm.py --defines, 61 interleaved calls) 16 lines left
+   the single weight stream short: the 43 products at 2-6 rows took 8-13% less warm and 5-6% less cold at 48 (64-96:
+   11-16% warm, no better cold), 7 and 9 rows 6-8% / 1.5-4%; in the nine bench cells, paired per task run against 16
+   (fc_gemm_prefetch(16) around the other methods' generations), fastcoder's decode 1.018 (0.993-1.045; `function`
+   1.045, 1.014-1.079), SuffixDecoding's 1.017 (0.995-1.039) (benchmarks/results/2026-11-27i/). The AVX-512 kernels
+   keep PF (measured on a Zen 4). */
+#ifndef PF_AVX2
+#define PF_AVX2 48
+#endif
+static int64_t pf_avx2 = PF_AVX2;
+
+/* Sets the AVX2 kernels' prefetch distance in lines (lines >= 0) and returns the distance in use. */
+int64_t fc_gemm_prefetch(int64_t lines) {
+    if (lines >= 0)
+        pf_avx2 = lines;
+    return pf_avx2;
+}
 /* The prefetches' locality hint (an experiment's -DPF_HINT=_MM_HINT_NTA asks for lines that do not stay in the
    caches), and PF1 > 0 gives the one-row kernel prefetches that many lines ahead on each of its streams. */
 #ifndef PF_HINT
@@ -86,12 +104,13 @@ static inline TGT void store_panel(float *y, __m256 lo, __m256 hi, int64_t cols)
     static TGT void kern##MR(const float *x, int64_t ldx, const float *wp, int64_t k, float *y,         \
                              int64_t ldy, int64_t cols) {                                              \
         __m256 lo[MR], hi[MR];                                                                         \
+        const int64_t pf = pf_avx2;                                                                    \
         _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                         \
             lo[r] = _mm256_setzero_ps();                                                               \
             hi[r] = _mm256_setzero_ps();                                                               \
         }                                                                                              \
         for (int64_t kk = 0; kk < k; kk++) {                                                           \
-            _mm_prefetch((const char *)(wp + (kk + PF) * NR), PF_HINT);                             \
+            _mm_prefetch((const char *)(wp + (kk + pf) * NR), PF_HINT);                             \
             __m256 w0 = _mm256_loadu_ps(wp + kk * NR), w1 = _mm256_loadu_ps(wp + kk * NR + 8);         \
             _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                     \
                 __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);                                     \
@@ -121,9 +140,10 @@ static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, f
                       int64_t cols) {
     __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0;
     __m256 h0 = l0, h1 = l0, h2 = l0, h3 = l0, h4 = l0, h5 = l0, h6 = l0;
+    const int64_t pf = pf_avx2;
     for (int64_t kk = 0; kk < k; kk++) {
         const float *w = wp + kk * NR;
-        _mm_prefetch((const char *)(w + PF * NR), PF_HINT);
+        _mm_prefetch((const char *)(w + pf * NR), PF_HINT);
         __m256 b;
         b = _mm256_broadcast_ss(x + kk);           FMA_MEM(l0, b, w); FMA_MEM(h0, b, w + 8);
         b = _mm256_broadcast_ss(x + ldx + kk);     FMA_MEM(l1, b, w); FMA_MEM(h1, b, w + 8);
@@ -184,9 +204,10 @@ static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
 static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *x0 = x, *x1 = x + ldx;
+    const int64_t pf = pf_avx2;
     for (int64_t kk = 0; kk < k; kk++) {
-        _mm_prefetch((const char *)(p0 + (kk + PF) * NR), PF_HINT);
-        _mm_prefetch((const char *)(p1 + (kk + PF) * NR), PF_HINT);
+        _mm_prefetch((const char *)(p0 + (kk + pf) * NR), PF_HINT);
+        _mm_prefetch((const char *)(p1 + (kk + pf) * NR), PF_HINT);
         __m256 w0 = _mm256_loadu_ps(p0 + kk * NR), w1 = _mm256_loadu_ps(p0 + kk * NR + 8);
         __m256 w2 = _mm256_loadu_ps(p1 + kk * NR), w3 = _mm256_loadu_ps(p1 + kk * NR + 8);
         __m256 b0 = _mm256_broadcast_ss(x0 + kk), b1 = _mm256_broadcast_ss(x1 + kk);
