@@ -8,6 +8,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_kernel import run_with  # noqa: E402
+
 from engine import native
 from engine.bench import runner
 from engine.cost_model import VerifyCost
@@ -18,7 +21,7 @@ old = VerifyCost.from_dict(json.load(open(os.environ["OLD_CURVE"])))
 old.prepare_tables(MAX_DRAFT_TOKENS)
 runner.METHOD_SPECS["fastcoder-kern2x2"] = runner.METHOD_SPECS["fastcoder"]
 runner.METHOD_SPECS["suffix-kern2x2"] = runner.METHOD_SPECS["suffix"]
-run_one, make_decoder = runner.run_one, runner.make_decoder
+make_decoder = runner.make_decoder
 
 
 def make_decoder_old_curve(loaded, method, *args, **kwargs):
@@ -29,18 +32,4 @@ def make_decoder_old_curve(loaded, method, *args, **kwargs):
 
 
 runner.make_decoder = make_decoder_old_curve
-
-
-def run_one_toggled(decoder, method, *args, **kwargs):
-    lib.fc_gemm_two_rows(0 if method.endswith("-kern2x2") else 1)
-    try:
-        return run_one(decoder, method, *args, **kwargs)
-    finally:
-        lib.fc_gemm_two_rows(1)
-
-
-runner.run_one = run_one_toggled
-from engine.cli import main  # noqa: E402
-
-sys.argv = ["engine"] + sys.argv[1:]
-main()
+run_with(lambda method: lib.fc_gemm_two_rows(0 if method and method.endswith("-kern2x2") else 1))
