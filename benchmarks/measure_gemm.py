@@ -3,14 +3,15 @@
 Builds the kernel once per ``--groups`` value (``-DPANEL_GROUP=G``: panels per group when a product has more
 than 6 rows) and, optionally, once from an older source file (``--baseline FILE``, e.g. ``git show
 REV:engine/native/small_gemm.c > old.c``) and once per ``--defines`` entry (other compile-time switches, e.g.
-``PF=64``); checks that every build gives the same bits at every row count;
-then times all the model's linear products (43 for tiny-py-coder) per row count, builds interleaved, with the
-weights warm or evicted from the caches first (``--cold``). Prints the median (25th-75th percentile) in ms.
+``PF_AVX2=64``, the AVX2 kernels' prefetch distance; ``PF`` is the AVX-512 ones'); checks that every build gives the
+same bits at every row count; then times all the model's linear products (43 for tiny-py-coder) per row count,
+builds interleaved, with the weights warm or evicted from the caches first (``--cold``). Prints the median
+(25th-75th percentile) in ms.
 
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/measure_gemm.py --model ../shared/models/tiny-py-coder --groups 2,4,8 \\
-        [--baseline old.c] [--defines "PF=32;PF=64"] [--cold] [--repeats 15]
+        [--baseline old.c] [--defines "PF_AVX2=32;PF_AVX2=64"] [--cold] [--repeats 15]
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=str(ROOT.parent / "shared" / "models" / "tiny-py-coder"))
     ap.add_argument("--groups", default="4", help="comma list of PANEL_GROUP values to build")
     ap.add_argument("--defines", default="", help="semicolon list of extra builds, each space-separated -D flags "
-                    "(e.g. 'PF=64;PF=128 PANEL_GROUP=8'), built with the first --groups value")
+                    "(e.g. 'PF_AVX2=64;PF_AVX2=96 PANEL_GROUP=8'), built with the first --groups value")
     ap.add_argument("--baseline", type=Path, help="an older small_gemm.c to build beside them")
     ap.add_argument("--rows", default="1,2,4,6,7,8,9,12,13,16")
     ap.add_argument("--repeats", type=int, default=15)
