@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import add_replay_arguments, path_probabilities, replay_setup  # noqa: E402
+from measure_drafting import accepted_path, add_replay_arguments, path_probabilities, replay_setup  # noqa: E402
 
 
 def main_chain(tree) -> list[int]:
@@ -49,15 +49,6 @@ def main_chain(tree) -> list[int]:
         node = max(children[node], key=lambda i: float(score[i]))
         chain.append(node)
     return chain
-
-
-def accepted_path(tree, target) -> list[int]:
-    """Node ids of the longest tree path that spells the start of ``target``."""
-    path, node = [], -1
-    for tok in target[:tree.longest_match(target)]:
-        node = tree.children[(node, int(tok))]
-        path.append(node)
-    return path
 
 
 def compare(loaded, method: str, against: str, tasks, refs, repos, common, cost) -> dict:

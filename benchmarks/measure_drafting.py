@@ -35,6 +35,15 @@ import numpy as np
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
 
 
+def accepted_path(tree, target) -> list[int]:
+    """Node ids of the longest tree path that spells the start of ``target``."""
+    path, node = [], -1
+    for tok in target[:tree.longest_match(target)]:
+        node = tree.children[(node, int(tok))]
+        path.append(node)
+    return path
+
+
 def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) -> dict:
     """Run the drafter loop against ``reference`` (list of int; ``ar``'s output, with the EOS that ended
     it where one did: it then comes as the bonus token of the last forward, as in the decoder). Returns
@@ -57,12 +66,8 @@ def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) ->
         tree = drafter.propose(ctx)
         dt = time.thread_time() - t
         target = reference[out:]
-        matched = tree.longest_match(target)
-        # path: node indices of the matched prefix
-        path, node = [], -1
-        for tok in target[:matched]:
-            node = tree.children[(node, int(tok))]
-            path.append(node)
+        path = accepted_path(tree, target)  # node indices of the matched prefix
+        matched = len(path)
         if estimator is not None and tree.keys is not None:
             estimator.update(tree.keys, tree.parents[:tree.n_draft], path)
         committed = [int(x) for x in target[:matched + 1]]

@@ -210,7 +210,8 @@ def test_the_prefetch_distance_changes_no_bits():
 
     lib = library()
     gen = torch.Generator().manual_seed(11)
-    assert lib.fc_gemm_prefetch(-1) == 48
+    default = lib.fc_gemm_prefetch(-1)
+    assert default == 48
     try:
         assert lib.fc_gemm_use(1) == 1
         for n, k in ((577, 37), (96, 768)):
@@ -223,7 +224,7 @@ def test_the_prefetch_distance_changes_no_bits():
                     outs.append(gemm(lib, x, panels.data_ptr(), n))
                 assert all(torch.equal(o, outs[0]) for o in outs[1:]), (n, k, rows)
     finally:
-        lib.fc_gemm_prefetch(48)
+        lib.fc_gemm_prefetch(default)
         lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)
 
 

@@ -42,7 +42,7 @@ void fc_set_threads(int64_t n) {
 int64_t fc_thread_count(void) { return gemm_threads; }
 
 /* Software prefetch distance, in k steps (one 64-byte panel line each): the multi-row kernels ask for the
-   panel line they will read 16 steps ahead. The hardware prefetcher alone left their FMAs waiting on the
+   panel line they will read PF (the AVX-512 kernels) or pf_avx2 (the AVX2 ones, below) steps ahead. The hardware prefetcher alone left their FMAs waiting on the
    weight stream: tiny-py-coder's 43 products at 4-16 rows took 10-16% less time with it
    (benchmarks/measure_gemm.py-style A/B, weights evicted before each call). One row (kern1x4, four streams)
    was not faster with it, so it has none. A prefetch changes no arithmetic: the same bits. Reading lines
@@ -299,17 +299,6 @@ static int64_t rows_panels512(const float *px, int64_t mr, int64_t k, const floa
     return j;
 }
 
-/* Rows [r0, r0 + mr) (mr <= 7, or 8 with the AVX-512 kernels) times panels [j0, j1); one row takes 4 full panels
-   at once; a last panel of fewer than 16 outputs takes the AVX2 kernels. Two rows (AVX2) take 2 panels at once
-   (kern2x2) only where the panels are already in L2 (`streamed` 0: the rows left after the blocks of a larger
-   product); a product of two rows alone streams the weights from memory one panel at a time (kern2, with its
-   prefetch), which cost less: the 43 products of tiny-py-coder at 2 rows 1.99 -> 1.71 ms warm, 2.29 -> 1.83 ms
-   with the weights evicted, while at 8 and 14 rows (6 + 2 in panel groups) kern2 for the 2 was 1.5-5% slower
-   (the project's 2-core AMD EPYC without AVX-512, 1 thread, median of 41 interleaved calls,
-   benchmarks/measure_gemm.py --defines; 2026-11-27).
-   c(1) of the verify-cost curve fell from 1.20-1.31 to 1.07-1.08 there; in the nine bench cells fastcoder's decode
-   speed against the same engine with kern2x2 (fc_gemm_two_rows(0), trees sized on the curve measured with it) was
-   1.008 (0.983-1.032) paired per task run: within the noise (benchmarks/results/2026-11-27i/). */
 static int two_rows_streamed = 1;
 
 /* Whether a product of two rows alone streams one panel at a time (1, the default) or takes kern2x2 like the rows
@@ -321,6 +310,17 @@ int fc_gemm_two_rows(int mode) {
     return two_rows_streamed;
 }
 
+/* Rows [r0, r0 + mr) (mr <= 7, or 8 with the AVX-512 kernels) times panels [j0, j1); one row takes 4 full panels
+   at once; a last panel of fewer than 16 outputs takes the AVX2 kernels. Two rows (AVX2) take 2 panels at once
+   (kern2x2) only where the panels are already in L2 (`streamed` 0: the rows left after the blocks of a larger
+   product); a product of two rows alone streams the weights from memory one panel at a time (kern2, with its
+   prefetch), which cost less: the 43 products of tiny-py-coder at 2 rows 1.99 -> 1.71 ms warm, 2.29 -> 1.83 ms
+   with the weights evicted, while at 8 and 14 rows (6 + 2 in panel groups) kern2 for the 2 was 1.5-5% slower
+   (the project's 2-core AMD EPYC without AVX-512, 1 thread, median of 41 interleaved calls,
+   benchmarks/measure_gemm.py --defines; 2026-11-27).
+   c(1) of the verify-cost curve fell from 1.20-1.31 to 1.07-1.08 there; in the nine bench cells fastcoder's decode
+   speed against the same engine with kern2x2 (fc_gemm_two_rows(0), trees sized on the curve measured with it) was
+   1.008 (0.983-1.032) paired per task run: within the noise (benchmarks/results/2026-11-27i/). */
 static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
                             float *y, int64_t j0, int64_t j1, int streamed) {
     int64_t full = n / NR, j = j0;

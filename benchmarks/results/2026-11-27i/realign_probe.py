@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from measure_drafting import replay_from_command_line  # noqa: E402
+from measure_drafting import accepted_path, replay_from_command_line  # noqa: E402
 
 CHAIN = 16
 
@@ -37,15 +37,6 @@ def best_chain(tree, node):
         node = max(kids[node], key=lambda i: tree.weights[i])
         out.append(int(tree.tokens[node]))
     return out
-
-
-def follow(tree, toks):
-    node = -1
-    for t in toks:
-        node = tree.children.get((node, int(t)))
-        if node is None:
-            return None
-    return node
 
 
 def match(a, b):
@@ -119,21 +110,14 @@ def main():
                     stats["best_any"] += 1
                     stats["best_extra"] += lb - m
             committed = [int(x) for x in target[:m + 1]]
-            path, node = [], -1
-            for tok in target[:m]:
-                node = T.children[(node, int(tok))]
-                path.append(node)
+            path = accepted_path(T, target)
             if dec.estimator is not None and T.keys is not None:
                 dec.estimator.update(T.keys, T.parents[:T.n_draft], path)
             sized.observe(c, T, path, committed)
-            wm = min(W.longest_match(target), m)
-            wpath, node = [], -1
-            for tok in target[:wm]:
-                node = W.children[(node, int(tok))]
-                wpath.append(node)
+            wpath = accepted_path(W, target[:m])
             wide.observe(c, W, wpath, committed)
             b = committed[-1]
-            end = follow(W, target[:m]) if wm == m else None
+            end = (wpath[-1] if wpath else -1) if len(wpath) == m else None  # W spells the accepted path too
             pending = None
             if end is not None or m == 0:
                 hs = hypotheses(W, -1 if m == 0 else end, b)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from measure_drafting import replay_from_command_line  # noqa: E402
+from measure_drafting import accepted_path, replay_from_command_line  # noqa: E402
 
 CLASSES = ("newline", "space", "word", "space_word", "punct", "other")
 
@@ -68,11 +68,8 @@ def main():
             c = np.asarray(ctx, dtype=np.int64)
             W = drafter.propose(c)
             target = ref[out:]
-            m = W.longest_match(target)
-            path, node = [], -1
-            for t in target[:m]:
-                node = W.children[(node, int(t))]
-                path.append(node)
+            path = accepted_path(W, target)
+            m = len(path)
             on_path = set(path)
             recent = set(ctx[-64:])
             counts, dist = {}, {}
