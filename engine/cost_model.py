@@ -181,7 +181,8 @@ def cost_key(loaded) -> dict:
     native attention serves (:mod:`engine.native_attention`), whether the lean forward does
     (:mod:`engine.lean_forward`), whether it runs the native fused layer and whether greedy forwards take one
     native call (:mod:`engine.native.step`, off with ``$FASTCODER_GREEDY_STEP=0``), and whether the packed weights sit
-    on huge pages (:mod:`engine.huge_pages`): they change c(n)."""
+    on huge pages (:mod:`engine.huge_pages`), and whether a GPU model's steps replay CUDA graphs
+    (:mod:`engine.cuda_graphs`): they change c(n)."""
     from .lean_forward import STEP_ENV, fused_layer_serves  # noqa: PLC0415
 
     model = loaded.model
@@ -198,7 +199,7 @@ def cost_key(loaded) -> dict:
             "fused_layer": fused_layer_serves(model),
             "greedy_step": fused_layer_serves(model) and os.environ.get(STEP_ENV, "").strip() != "0",
             "huge_pages": bool(getattr(packing, "huge_page_bytes", 0)),
-            "format": FORMAT}
+            "format": FORMAT, **({"cuda_graphs": True} if getattr(loaded, "cuda_graphs", None) == "" else {})}
 
 
 def _sync(device: torch.device) -> None:

@@ -50,6 +50,8 @@ class LoadedModel:
             (:class:`engine.native_attention.AttentionReport`), or None when it was not tried.
         lean_forward: why the lean decode forward (:mod:`engine.lean_forward`) was not installed, ""
             when it was, None when it was not tried.
+        cuda_graphs: why a GPU model's decode steps do not replay CUDA graphs (:mod:`engine.cuda_graphs`), ""
+            when they do, None when it was not tried (a CPU model).
     """
 
     model: torch.nn.Module
@@ -61,6 +63,7 @@ class LoadedModel:
     packing: "PackReport | None" = None
     attention: "AttentionReport | None" = None
     lean_forward: str | None = None
+    cuda_graphs: str | None = None
     _token_info: "TokenInfo | None" = field(default=None, repr=False)
     _token_bytes: object | None = field(default=None, repr=False)
 
@@ -293,10 +296,16 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
         packing = pack_linear_weights(model)
         lean = install_lean_forward(model)
         attention = install_native_attention(model)  # its probe times the forward the decoder will run
+    graphs = None
+    if dev.type == "cuda":
+        from .cuda_graphs import install_cuda_graphs  # noqa: PLC0415
+
+        graphs = install_cuda_graphs(model)
+        log.info("CUDA graphs: %s", graphs or "on")
     log.info("loaded %s on %s (%s)", name, dev, torch_dtype)
     return LoadedModel(model=model, tokenizer=tokenizer, device=dev, dtype=torch_dtype, name=name,
                        sdsat=_load_sdsat(source, local_only), packing=packing,
-                       attention=attention, lean_forward=lean)
+                       attention=attention, lean_forward=lean, cuda_graphs=graphs)
 
 
 def _load_sdsat(source: str, local_only: bool):

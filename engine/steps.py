@@ -11,6 +11,7 @@ import threading
 import torch
 
 from .draft_tree import DraftTree
+from .cuda_graphs import graphed, graphed_tree_logits
 from .lean_forward import forward_greedy, forward_logits, greedy_tree_step
 from .verify import model_device
 
@@ -51,6 +52,11 @@ def decode_one_token(model, cache, token: int, position: int | None = None) -> t
     given, a CPU model's step makes no torch call for its inputs (6% of a plain step of tiny-py-coder on one
     thread, 512 and 1,000 cached tokens: :func:`_step_inputs`); None: read from the cache.
     """
+    if graphed(model) is not None:  # a GPU model's CUDA graph (engine.cuda_graphs)
+        logits = graphed_tree_logits(model, cache, token, _NO_TREE,
+                                     cache.get_seq_length() if position is None else position)
+        if logits is not None:
+            return logits[0]
     device = model_device(model)
     if position is not None and device.type == "cpu":
         ids, pos = _step_inputs(token, position)

@@ -21,6 +21,7 @@ import torch
 from . import native
 from .acceptance import ALTERNATIVE_STRIDE, SOURCE_STRIDE
 from .draft_tree import DraftTree
+from .cuda_graphs import graphed_move_rows, graphed_tree_logits
 from .kv_cache import move_rows
 from .lean_forward import (bind_greedy_verify, forward_greedy, forward_logits, greedy_tree_step,
                            greedy_tree_verify)
@@ -120,7 +121,14 @@ def tree_forward(model, cache, pending: int, tree: DraftTree, past_len: int,
             prefill that also verifies a draft of the first new tokens.
     Returns:
         (1 + N, V) logits: row 0 predicts the token after ``pending``, row 1 + i the token after node i.
+
+    A GPU model with CUDA graphs (:mod:`engine.cuda_graphs`) replays one for a decode step (no ``prefix``): the
+    logits are then a view valid until its next forward.
     """
+    if not prefix:
+        logits = graphed_tree_logits(model, cache, pending, tree, past_len)
+        if logits is not None:
+            return logits
     ids, positions, mask = _tree_inputs(model, pending, tree, past_len, prefix)
     return forward_logits(model, ids, cache, positions, mask, 1 + len(tree) if mask is not None else 0)[0]
 
@@ -314,7 +322,8 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
     """
     base = past_len + 1
     first = next((j for j, node in enumerate(path) if node != j), len(path))  # path[:first] is in place
-    if first < len(path) and not move_rows(cache, [base + node for node in path[first:]], base + first):
+    if first < len(path) and not move_rows(cache, [base + node for node in path[first:]], base + first) \
+            and not graphed_move_rows(cache, np.asarray(path[first:], dtype=np.int64) + base, base + first):
         lo, hi = base + first, base + len(path)
         src_np = np.asarray(path[first:], dtype=np.int64) + base
         src = None

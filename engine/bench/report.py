@@ -91,6 +91,9 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     result["environment"]["forward_kernels"] = packed_kernels_isa(getattr(loaded, "packing", None)) or False
     # greedy steps in one native call (engine.native.step): gather, layers, screened head, walk, KV compaction
     result["environment"]["greedy_step"] = greedy_step_serves(loaded.model)
+    # a GPU model's decode steps replay CUDA graphs (engine.cuda_graphs): True, or why not (None: not tried)
+    graphs = getattr(loaded, "cuda_graphs", None)
+    result["environment"]["cuda_graphs"] = True if graphs == "" else graphs
     # the packed weights' bytes on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
     result["environment"]["weights_on_huge_pages_mb"] = weights_on_huge_pages_mb(getattr(loaded, "packing", None))
     if len(runs) > 1:
@@ -149,6 +152,8 @@ def render_markdown(result: dict) -> str:
         device = (f"{env['accelerator']} ({cfg.get('device', 'cuda')}, {cfg.get('dtype', '?')}); host "
                   if env.get("accelerator") else "")
         kernels = f", forward kernels {env['forward_kernels']}" if env.get("forward_kernels") else ""
+        if env.get("accelerator") and "cuda_graphs" in env:
+            kernels += ", CUDA graphs" if env["cuda_graphs"] is True else f", no CUDA graphs ({env['cuda_graphs']})"
         lines.append(f"- hardware: {device}{env.get('cpu')} ({env.get('cpu_count')} cores, torch threads "
                      f"{env.get('torch_threads')}{kernels}); torch {env.get('torch')}, transformers "
                      f"{env.get('transformers')}; engine commit {str(env.get('git_commit'))[:10]}"
