@@ -43,7 +43,7 @@ cell() {  # kind repo dtype name
   local left=$((BUDGET_S - SECONDS))
   if [ $left -lt 25 ]; then echo "skipped $4: ${left} s left" >> "$RES/env.txt"; return; fi
   local s=$SECONDS
-  $PY -m engine bench --model $D/model --repo $D/repos/$2 --common /tmp/fc_stdlib --tasks $TASKS \
+  $PY ${BENCH:--m engine} bench --model $D/model --repo $D/repos/$2 --common /tmp/fc_stdlib --tasks $TASKS \
     --max-new-tokens 128 --seed 0 --threads 1 --task-kind $1 --methods ${METHODS:-ar,copyspec,suffix,fastcoder} \
     --device $DEVICE --dtype $3 --repeats ${REPEATS:-1} ${5:-} --no-progress --json "$RES/cells/$4.json" --markdown "$RES/cells/$4.md" \
     > "$RES/cells/$4.log" 2>&1
@@ -54,7 +54,7 @@ if [ -n "${MICRO:-}" ]; then
   $PY benchmarks/results/2026-11-26g/attention_steps.py $D/model $DEVICE > "$RES/attention_steps.txt" 2>&1
   echo "attention_steps: rc $? at $SECONDS s" >> "$RES/env.txt"; pack
 fi
-# REPEATS: --repeats per cell (default 1). METHODS: --methods (default ar,copyspec,suffix,fastcoder). CELLS: "kind:repo:dtype:name[:extra flag]" entries (default: the nine fp32 cells, then one bf16 cell)
+# BENCH: what runs `bench` (default `-m engine`; an A/B script such as ../2026-11-28a/ab_graphs.py). REPEATS: --repeats per cell (default 1). METHODS: --methods (default ar,copyspec,suffix,fastcoder). CELLS: "kind:repo:dtype:name[:extra flag]" entries (default: the nine fp32 cells, then one bf16 cell)
 CELLS=${CELLS:-"function:pluggy:float32:function_pluggy function:jinja2:float32:function_jinja2
 function:pygls:float32:function_pygls fim-line:pluggy:float32:fim-line_pluggy:--no-headroom
 fim-line:jinja2:float32:fim-line_jinja2:--no-headroom fim-line:pygls:float32:fim-line_pygls:--no-headroom
