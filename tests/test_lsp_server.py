@@ -157,6 +157,7 @@ async def test_status_reports_model_and_repo(client: LanguageClient):
         assert st["lm_head_screen"] in ("vnni", "avx2")
     # with the screen and the native forward kernels, greedy steps take one native call (made at the load)
     assert st["greedy_step"] is bool(st["lm_head_screen"] and st["forward_kernels"])
+    assert st["cuda_graphs"] is None  # a CPU model: CUDA graphs not tried (engine.cuda_graphs)
     # the forward's native kernels and their instruction set (engine.native.kernel_isa)
     from engine import native  # noqa: PLC0415
 
