@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from engine import SpeculativeDecoder
-from engine.cuda_graphs import (ATTR, GRAPHS_ENV, GraphedForward, graphed, install_cuda_graphs, why_not)
+from engine.cuda_graphs import (ATTR, GRAPHS_ENV, TOKENS_ENV, GraphedForward, graphed, install_cuda_graphs,
+                                why_not)
 from engine.draft_tree import DraftTree
 from engine.kv_cache import new_kv_cache
 from engine.steps import prefill
@@ -134,6 +135,12 @@ def test_install_says_why_not(monkeypatch):
     assert "gpt2" in why_not(loaded_random("gpt2", 300, seed=6).model)
     with pytest.raises(ValueError):
         GraphedForward(loaded.model, 100, capture=False)
+    monkeypatch.delenv(GRAPHS_ENV)
+    monkeypatch.setenv(TOKENS_ENV, "lots")
+    assert TOKENS_ENV in install_cuda_graphs(loaded.model, capture=False)
+    monkeypatch.setenv(TOKENS_ENV, "300")
+    assert install_cuda_graphs(loaded.model, capture=False) == ""
+    assert graphed(loaded.model).capacity == 300
 
 
 def test_the_install_probe_passes_a_correct_body_and_names_a_wrong_one():
