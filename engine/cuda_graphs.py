@@ -16,6 +16,10 @@ Static shapes. A graph fixes every tensor's shape and address, so
   of it, its entries copied in; the cache bound before gets its own copy back), so graphs recorded on one cache
   serve the next generation's too.
 
+At install (:func:`install_cuda_graphs`) a probe checks a replayed plain step and an 8-row tree against the eager
+forward (the same logits, less time) and then records every bucket up to :data:`RECORD_KEYS` keys, so a completion
+never waits for a recording; longer contexts record theirs on first use.
+
 The mask, the positions and the KV slots come from a few integers copied to the GPU once a step (the pending token
 and the tree's tokens, positions, slots, the past length and the tree's ancestor matrix): nothing else crosses.
 
@@ -49,6 +53,8 @@ log = logging.getLogger(__name__)
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 #: The fewest key positions a graph attends over (then 512, 1024, ... up to the buffer's capacity).
 MIN_KEYS = 256
+#: Keys up to which every bucket is recorded at install (longer contexts record theirs on first use).
+RECORD_KEYS = 2048
 #: Environment variable: ``0`` keeps a GPU model's forwards eager.
 GRAPHS_ENV = "FASTCODER_CUDA_GRAPHS"
 #: Environment variable: the KV buffer's capacity in tokens (default: the model's context, at most 4,096).
@@ -289,6 +295,24 @@ class GraphedForward:
         while keys < past_len + rows:
             keys *= 2
         keys = min(keys, self.capacity)
+        self._stage(pending, tree, past_len, rows)
+        got = self._graph(rows, keys)
+        if got is None:  # the recording failed: this step (its inputs staged, nothing run) goes eager
+            return None
+        graph, logits = got
+        if graph is None:
+            logits = self._body(rows, keys)
+        else:
+            graph.replay()
+        self.replays += 1
+        for layer in cache.layers:
+            layer._len = past_len + n
+        return logits[0, :n]
+
+    def _stage(self, pending: int, tree, past_len: int, rows: int) -> None:
+        """Copy a step's inputs to :attr:`inputs`: ``pending`` and ``tree``'s tokens, positions, KV slots, the past
+        length and the ancestor matrix, padded to ``rows`` rows."""
+        n = 1 + len(tree)
         ids, pos, slots, past, anc = self._layout
         if self._staged_read is not None:  # the previous step's copy has read the staged inputs
             self._staged_read.synchronize()
@@ -311,18 +335,26 @@ class GraphedForward:
         self.inputs[:used].copy_(self.staged[:used], non_blocking=True)
         if self._staged_read is not None:
             self._staged_read.record()
-        got = self._graph(rows, keys)
-        if got is None:  # the recording failed: this step (its inputs staged, nothing run) goes eager
-            return None
-        graph, logits = got
-        if graph is None:
-            logits = self._body(rows, keys)
-        else:
-            graph.replay()
-        self.replays += 1
-        for layer in cache.layers:
-            layer._len = past_len + n
-        return logits[0, :n]
+
+    def record_buckets(self, cache, max_keys: int) -> int:
+        """Record the graph of every row bucket and every key bucket up to ``max_keys`` not recorded yet, on
+        ``cache`` (bound here; its entries untouched: each recording's warm-up writes its rows' KV past the fill
+        mark), so no step of a generation waits for one. Returns how many were recorded (0 where ``cache`` cannot be
+        bound; stops at a recording that fails)."""
+        if not self.bind(cache):
+            return 0
+        past, made, keys = cache.get_seq_length(), 0, MIN_KEYS
+        empty = DraftTree.empty()
+        while keys <= min(max_keys, self.capacity):
+            for rows in ROW_BUCKETS:
+                if past + rows > self.capacity or (rows, keys) in self.graphs:
+                    continue
+                self._stage(0, empty, past, rows)
+                if self._graph(rows, keys) is None:
+                    return made
+                made += 1
+            keys *= 2
+        return made
 
     def move_rows(self, cache, src: np.ndarray, lo: int) -> bool:
         """:func:`engine.kv_cache.move_rows` for a bound cache: the entries at positions ``src`` ((n,) int64) to
@@ -377,12 +409,13 @@ def _sync(device: torch.device) -> None:
 
 @torch.inference_mode()
 def probe(runner: GraphedForward, context: int = 200, rows: int = 8, repeats: int = 5,
-          require_faster: bool = True) -> str:
+          require_faster: bool = True, record_keys: int = 0) -> str:
     """Check ``runner`` on its device before it serves: a plain step and a ``rows``-row draft chain on a random
     ``context``-token prompt, replayed and run through the model's eager forward on the same cache. Returns "" when
     the replayed logits match the eager ones (within 1e-3 of the largest logit in float32, 5e-2 in half precision)
     and, with ``require_faster``, the replays' median wall time (``repeats`` each, synchronised) is below the eager
-    forward's; else why not. Any error a recording or a replay raises comes back as the reason."""
+    forward's; else why not. Any error a recording or a replay raises comes back as the reason. With ``record_keys``,
+    a passing probe then records every bucket up to that many keys (:meth:`GraphedForward.record_buckets`)."""
     model, device = runner.model, runner.device
     vocab = int(model.lm_head.weight.shape[0])
     gen = torch.Generator().manual_seed(0)
@@ -433,6 +466,12 @@ def probe(runner: GraphedForward, context: int = 200, rows: int = 8, repeats: in
             return f"a replayed {n}-row step is no faster than the eager forward ({graphed_ms:.3f} against {eager_ms:.3f} ms)"
         log.info("CUDA graph probe, %d rows: %.3f ms replayed, %.3f ms eager, logits within %.2g", n, graphed_ms,
                  eager_ms, diff)
+    if record_keys:
+        t = time.perf_counter()
+        made = runner.record_buckets(cache, record_keys)
+        if runner.broken:
+            return runner.broken
+        log.info("CUDA graphs: %d recorded in %.0f ms", made, (time.perf_counter() - t) * 1e3)
     return ""
 
 
@@ -455,7 +494,7 @@ def install_cuda_graphs(model, capacity: int | None = None, capture: bool | None
     except (ValueError, RuntimeError) as err:
         return str(err)
     if runner.capture:  # recorded on this device: checked against the eager forward before it serves
-        reason = probe(runner)
+        reason = probe(runner, record_keys=min(runner.capacity, RECORD_KEYS))
         if reason:
             return reason
     model.__dict__[ATTR] = runner

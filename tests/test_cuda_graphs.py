@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine import SpeculativeDecoder
-from engine.cuda_graphs import (ATTR, GRAPHS_ENV, TOKENS_ENV, GraphedForward, graphed, install_cuda_graphs,
+from engine.cuda_graphs import (ATTR, GRAPHS_ENV, ROW_BUCKETS, TOKENS_ENV, GraphedForward, graphed, install_cuda_graphs,
                                 why_not)
 from engine.draft_tree import DraftTree
 from engine.kv_cache import new_kv_cache
@@ -148,8 +148,9 @@ def test_the_install_probe_passes_a_correct_body_and_names_a_wrong_one():
 
     loaded = loaded_random("qwen2", 300, seed=7)
     runner = GraphedForward(loaded.model, 512, capture=False)
-    assert probe(runner, repeats=1, require_faster=False) == ""
+    assert probe(runner, repeats=1, require_faster=False, record_keys=512) == ""
     assert runner.replays == 2
+    assert set(runner.graphs) == {(r, k) for r in ROW_BUCKETS for k in (256, 512)}  # every bucket made at install
     runner.cos = runner.cos.flip(0)  # every position's rotation wrong: the replays' logits differ
     assert "differ from the eager forward" in probe(runner, repeats=1, require_faster=False)
 
