@@ -8,7 +8,7 @@ the final norm and the LM head) once per shape as a CUDA graph and replays it: o
 
 Static shapes. A graph fixes every tensor's shape and address, so
 
-- the rows are padded to a bucket (:data:`ROW_BUCKETS`: 1, 2, 4, ..., 64); a padded row attends to the context
+- the rows are padded to a bucket (:data:`ROW_BUCKETS`: 1, 2, 4, ..., 64, 96); a padded row attends to the context
   and itself only, writes its KV entry past the tree's and is dropped (the cache's fill mark covers the real rows);
 - the keys are the first ``keys`` positions of one preallocated KV buffer (``keys`` a power of two,
   :data:`MIN_KEYS` at least, that covers the context and the rows): the mask hides the positions past the tree's;
@@ -28,7 +28,7 @@ and attention function), called inside the capture. The outputs differ from an u
 rounding of the attention over the longer, masked key range (bit-identical on a CPU replay of the same body in the
 tests); every method on the GPU, ``ar`` included, decodes through the same graphs, so the lossless comparison holds
 within a run. Not graphed (the eager forward runs): a prefill, a forward with a prompt prefix, a tree of more than
-64 rows, a cache past :data:`TOKENS_ENV` tokens or of another layout.
+96 rows, a cache past :data:`TOKENS_ENV` tokens or of another layout.
 
 Sources: CUDA graphs for LLM decoding as in vLLM's ``CUDAGraphRunner`` and gpt-fast (``torch.compile`` with
 ``mode="reduce-overhead"``); the tree-attention mask of SpecInfer/Medusa (:mod:`engine.verify`).
@@ -49,8 +49,9 @@ from .kv_cache import PreallocatedLayer, _buffers_changed, new_kv_cache
 
 log = logging.getLogger(__name__)
 
-#: Row counts a graph is recorded for (a forward of n rows replays the smallest bucket >= n).
-ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+#: Row counts a graph is recorded for (a forward of n rows replays the smallest bucket >= n): up to the pending token,
+#: a GPU's 64 draft tokens (engine.decoder.MAX_DRAFT_TOKENS) and SDSAT's adaptive ones.
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96)
 #: The fewest key positions a graph attends over (then 512, 1024, ... up to the buffer's capacity).
 MIN_KEYS = 256
 #: Keys up to which every bucket is recorded at install (longer contexts record theirs on first use).
@@ -283,7 +284,7 @@ class GraphedForward:
         """:func:`engine.verify.tree_forward` of ``pending`` and ``tree`` (a :class:`engine.draft_tree.DraftTree`,
         empty for a plain step) on ``cache`` (holding ``past_len`` entries), replayed: (1 + N, V) logits, a view
         of the graph's output valid until the next call; the cache then holds ``past_len + 1 + N`` entries, as
-        after the eager forward. None, nothing done, where the step is not graphed (more than 64 rows, past the
+        after the eager forward. None, nothing done, where the step is not graphed (more than 96 rows, past the
         capacity, a cache :meth:`bind` declines)."""
         n = 1 + len(tree)
         rows = _bucket(n)

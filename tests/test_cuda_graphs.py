@@ -31,7 +31,7 @@ def _tree(rng, n: int, vocab: int) -> DraftTree:
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
-@pytest.mark.parametrize("n", [0, 1, 6, 40])
+@pytest.mark.parametrize("n", [0, 1, 6, 40, 80])
 def test_padded_rows_and_masked_keys_give_the_eager_forwards_logits_and_cache(family, n):
     loaded = loaded_random(family, 300, seed=3)
     model = loaded.model
@@ -120,7 +120,7 @@ def test_forwards_the_graphs_do_not_take_run_eagerly():
     with torch.inference_mode():
         cache = new_kv_cache(model, 64)
         prefill(model, cache, torch.tensor([rng.integers(0, 300, 40).tolist()]))
-        assert runner.tree_logits(cache, 3, _tree(rng, 64, 300), 40) is None  # 65 rows: past the largest bucket
+        assert runner.tree_logits(cache, 3, _tree(rng, ROW_BUCKETS[-1], 300), 40) is None  # past the largest bucket
         assert runner.tree_logits(cache, 3, _tree(rng, 4, 300), 39) is None  # the cache holds another length
         assert runner.tree_logits(cache, 3, _tree(rng, 30, 300), 240) is None  # past the capacity
         assert runner.replays == 0 and not runner.bound(cache)

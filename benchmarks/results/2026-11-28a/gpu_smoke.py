@@ -1,6 +1,6 @@
 """On a lent GPU, before the bench: the CUDA graphs (engine.cuda_graphs) checked and timed against the eager forward.
 
-Prints, for tiny-py-coder in float32 (then bfloat16): whether the graphs installed; per tree size the forward's wall
+Prints, for tiny-py-coder in float32 (then bfloat16): whether the graphs installed; per tree size (0-80 draft tokens) the forward's wall
 time (ms, median of 50, synchronised) graphed and eager on a 512-token cache with the largest logit difference; then
 `ar` and `fastcoder` generations (128 tokens from 4 prompts of a third-party repository) graphed and eager: tokens equal
 or not, ms per token. Exit status 1 where a graphed generation differs from the eager `ar` in float32.
@@ -101,7 +101,7 @@ def main(model_path, repo):
             failed = True
             continue
         rng = np.random.default_rng(0)
-        for n in (0, 1, 7, 15, 31, 63):
+        for n in (0, 1, 7, 15, 31, 63, 80):
             g_ms, g = time_forward(loaded, runner, n, True, np.random.default_rng(n))
             e_ms, e = time_forward(loaded, runner, n, False, np.random.default_rng(n))
             same = g.argmax(-1).tolist() == e.argmax(-1).tolist()
