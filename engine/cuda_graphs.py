@@ -464,7 +464,8 @@ def probe(runner: GraphedForward, context: int = 200, rows: int = 8, repeats: in
         if not diff <= tol * max(1.0, float(want.abs().max())):
             return f"a replayed {n}-row step's logits differ from the eager forward's by {diff:.3g}"
         if require_faster and graphed_ms >= eager_ms:
-            return f"a replayed {n}-row step is no faster than the eager forward ({graphed_ms:.3f} against {eager_ms:.3f} ms)"
+            return (f"a replayed {n}-row step is no faster than the eager forward ({graphed_ms:.3f} against "
+                    f"{eager_ms:.3f} ms)")
         log.info("CUDA graph probe, %d rows: %.3f ms replayed, %.3f ms eager, logits within %.2g", n, graphed_ms,
                  eager_ms, diff)
     if record_keys:

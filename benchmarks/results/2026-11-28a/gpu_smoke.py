@@ -1,9 +1,10 @@
 """On a lent GPU, before the bench: the CUDA graphs (engine.cuda_graphs) checked and timed against the eager forward.
 
-Prints, for tiny-py-coder in float32 (then bfloat16): whether the graphs installed; per tree size (0-80 draft tokens) the forward's wall
-time (ms, median of 50, synchronised) graphed and eager on a 512-token cache with the largest logit difference; then
-`ar` and `fastcoder` generations (128 tokens from 4 prompts of a third-party repository) graphed and eager: tokens equal
-or not, ms per token. Exit status 1 where a graphed generation differs from the eager `ar` in float32.
+Prints, for tiny-py-coder in float32 (then bfloat16): whether the graphs installed; per tree size (0-80 draft tokens)
+the forward's wall time (ms, median of 50, synchronised) graphed and eager on a 512-token cache with the largest logit
+difference; then `ar` and `fastcoder` generations (128 tokens from 4 prompts of a third-party repository) graphed
+and eager: tokens equal or not, ms per token. Exit status 1 where a graphed generation differs from the eager `ar` in
+float32.
 Usage: python gpu_smoke.py MODEL REPO_DIR [DEVICE] (DEVICE cpu: the same checks with the graphs' body run eagerly,
 a dry run of this script)"""
 import os
@@ -39,7 +40,8 @@ def chain_tree(n: int, rng) -> DraftTree:
     depths = np.zeros(n, dtype=np.int64)
     for i, p in enumerate(parents):
         depths[i] = 1 if p < 0 else depths[p] + 1
-    return DraftTree(rng.integers(0, 8000, n).astype(np.int64), parents, depths, np.zeros(n, dtype=np.uint8), np.ones(n))
+    return DraftTree(rng.integers(0, 8000, n).astype(np.int64), parents, depths, np.zeros(n, dtype=np.uint8),
+                     np.ones(n))
 
 
 def time_forward(loaded, runner, n: int, graphs: bool, rng):

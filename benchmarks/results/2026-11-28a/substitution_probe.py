@@ -11,8 +11,9 @@ every tree where a window exists, cut at 1 / 2 / 4 / 8 tokens past the prefix th
 gained, the nodes added, and the decode-speed ratio this predicts on the engine's c(n) at 1,000 tokens (the steps as
 replayed); and past that prefix, how often the chain's next token is right given the ones before it were.
 
-PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/results/2026-11-28a/substitution_probe.py \
-    --repo .venv/lib/python3.11/site-packages/pluggy --task-kind function
+PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python \
+    benchmarks/results/2026-11-28a/substitution_probe.py --repo .venv/lib/python3.11/site-packages/pluggy \
+    --task-kind function
 """
 import json
 import sys
