@@ -164,7 +164,11 @@ class GraphedForward:
             cos, sin = base.rotary_emb(like, torch.arange(self.capacity, device=self.device)[None])
         self.cos, self.sin = cos[0].clone(), sin[0].clone()  # (capacity, D): each position's rotation
         self.graphs: dict[tuple[int, int], tuple] = {}
-        self.pool = torch.cuda.graph_pool_handle() if self.capture else None
+        if self.capture:
+            with torch.cuda.device(self.device):
+                self.pool = torch.cuda.graph_pool_handle()
+        else:
+            self.pool = None
         self._owner = None  # a weak reference to the bound cache
         self.broken = ""  # why graphs stopped serving (a recording failed), "" while they serve
         self._staged_read = torch.cuda.Event() if self.device.type == "cuda" else None  # the last copy's end
@@ -215,15 +219,17 @@ class GraphedForward:
         return got
 
     def _record(self, rows: int, keys: int):
-        """Record the (rows, keys) bucket's graph: ``(graph, logits)``."""
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):
-            self._body(rows, keys)  # the warm-up: library handles and workspaces made outside the capture
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            logits = self._body(rows, keys)
+        """Record the (rows, keys) bucket's graph: ``(graph, logits)``, on the model's device (which need not be the
+        current one)."""
+        with torch.cuda.device(self.device):
+            stream = torch.cuda.Stream(self.device)
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                self._body(rows, keys)  # the warm-up: library handles and workspaces made outside the capture
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool):
+                logits = self._body(rows, keys)
         log.debug("CUDA graph recorded: %d rows, %d keys", rows, keys)
         return graph, logits
 
@@ -304,7 +310,8 @@ class GraphedForward:
         if graph is None:
             logits = self._body(rows, keys)
         else:
-            graph.replay()
+            with torch.cuda.device(self.device):  # on the current stream of the model's device (~3 us)
+                graph.replay()
         self.replays += 1
         for layer in cache.layers:
             layer._len = past_len + n
@@ -335,7 +342,7 @@ class GraphedForward:
         used = anc + rows * rows
         self.inputs[:used].copy_(self.staged[:used], non_blocking=True)
         if self._staged_read is not None:
-            self._staged_read.record()
+            self._staged_read.record(torch.cuda.current_stream(self.device))
 
     def record_buckets(self, cache, max_keys: int) -> int:
         """Record the graph of every row bucket and every key bucket up to ``max_keys`` not recorded yet, on
