@@ -40,6 +40,36 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     assert mine.exists() and other.exists()
 
 
+def _dead_pid() -> int:
+    """The pid of a process that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_save_killed_between_its_two_renames_is_recovered(tmp_path, monkeypatch):
+    """Where the system has no atomic exchange a save renames twice: a kill between the renames leaves the old
+    store as .NAME.old-PID and no NAME. The next load (or save's clean-up) puts the old store back."""
+    from engine.datastore import files
+
+    target = tmp_path / "ds"
+    first = _store(1, docs=4, length=300)
+    first.save(target)
+    pid = _dead_pid()
+    target.rename(tmp_path / f".ds.old-{pid}")  # the kill's moment: old moved aside, the new one not in place
+    (tmp_path / f".ds.tmp-{pid}-abc").mkdir()  # the new store's half-written temporary
+    loaded = Datastore.load(target, tokenizer_fingerprint="test")
+    assert np.array_equal(np.asarray(loaded._tokens), np.asarray(first._tokens))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".ds.tmp-{pid}-abc", "ds"]
+    target.rename(tmp_path / f".ds.old-{pid}")
+    assert remove_stale_temporaries(target) == [tmp_path / f".ds.tmp-{pid}-abc"]  # restored, not deleted
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"]
+    monkeypatch.setattr(files, "_exchange", lambda a, b: False)  # the two-rename path still replaces the store
+    _store(2, docs=4, length=300).save(target)
+    assert Datastore.load(target, tokenizer_fingerprint="test").num_documents == 4
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"]
+
+
 def test_kill_9_during_saves_never_leaves_a_torn_datastore(tmp_path):
     """Kill a process that saves stores over one path at random moments; after every kill the path
     holds a whole, valid store (or none yet), and the next save cleans up what the kill left."""

@@ -26,7 +26,9 @@ FORMAT_VERSION = 1
 def write_arrays(path: str | os.PathLike, tokens: np.ndarray, sa: np.ndarray, vocab_size: int,
                  num_documents: int, tokenizer_fingerprint: str, width: int) -> Path:
     """Write a datastore's arrays and ``meta.json`` to directory ``path`` (created; replaced atomically if
-    it exists): a temporary directory beside it, fsynced, then renamed. Returns the directory path.
+    it exists): a temporary directory beside it, fsynced, then swapped with the old one in one atomic
+    ``renameat2(RENAME_EXCHANGE)`` where the system has it (else renamed twice; a kill in between is recovered by
+    :func:`recover_interrupted_save`). Returns the directory path.
 
     Args:
         tokens: (N,) ``>u2``/``>u4`` big-endian token values (id + 1, 0 = separator).
@@ -55,7 +57,10 @@ def write_arrays(path: str | os.PathLike, tokens: np.ndarray, sa: np.ndarray, vo
         for name in ("tokens.npy", "sa.npy", "meta.json"):
             _fsync(tmp / name)
         _fsync(tmp)
-        if path.exists():
+        if path.exists() and _exchange(tmp, path):
+            shutil.rmtree(tmp, ignore_errors=True)  # the old store, swapped into the temporary's name
+        elif path.exists():  # no atomic exchange here: a kill between the two renames leaves the old store
+            # as .NAME.old-PID, which recover_interrupted_save puts back at the next load or save
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             shutil.rmtree(old, ignore_errors=True)
             path.rename(old)
@@ -146,16 +151,60 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: renameat2(2)'s flag that swaps two paths atomically (Linux 3.15+), and the "current directory" descriptor.
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
+_RENAMEAT2: list = []  # [libc's renameat2 or None], looked up once
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one atomic step (``renameat2(..., RENAME_EXCHANGE)``): at every moment each
+    name holds one whole directory. False, nothing changed, where the C library or the file system lacks it (then
+    the caller renames twice)."""
+    if not _RENAMEAT2:
+        try:
+            import ctypes  # noqa: PLC0415
+
+            fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+            if fn is not None:
+                fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+                fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _RENAMEAT2.append(fn)
+    fn = _RENAMEAT2[0]
+    return fn is not None and fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+def recover_interrupted_save(path: str | os.PathLike) -> bool:
+    """Where ``path`` is missing because a save was killed between its two renames (no atomic exchange on this
+    system: the old store moved to ``.NAME.old-PID``, the new one not yet in place), put the old store back. Only
+    a writer that no longer runs counts. Returns True when it restored one."""
+    path = Path(path)
+    if path.exists() or not path.parent.is_dir():
+        return False
+    for entry in sorted(path.parent.glob(f".{path.name}.old-*")):
+        pid_text = entry.name[len(path.name) + len(".old-") + 1:]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)) and (entry / "meta.json").is_file():
+            try:
+                entry.rename(path)
+            except OSError:  # another process restored it first
+                return path.exists()
+            return True
+    return False
+
+
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
     """Delete what an interrupted :meth:`Datastore.save` of ``path`` left beside it.
 
-    A save writes ``.NAME.tmp-PID-*`` and, while replacing, ``.NAME.old-PID``; a kill -9 leaves
-    them. Those whose writer process no longer runs are removed. Returns the removed paths.
+    A save writes ``.NAME.tmp-PID-*`` and, where the file system has no atomic exchange, ``.NAME.old-PID`` while
+    replacing; a kill -9 leaves them. Those whose writer process no longer runs are removed, after an old store
+    that is the only copy left was put back (:func:`recover_interrupted_save`). Returns the removed paths.
     """
     path = Path(path)
     removed = []
     if not path.parent.is_dir():
         return removed
+    recover_interrupted_save(path)
     for entry in path.parent.glob(f".{path.name}.*"):
         rest = entry.name[len(path.name) + 2:]
         kind, _, tail = rest.partition("-")
@@ -178,7 +227,7 @@ def _crc32(arr: np.ndarray) -> int:
 
 
 def _read_meta(path: Path) -> dict:
-    if not path.is_dir():
+    if not path.is_dir() and not recover_interrupted_save(path):
         raise DatastoreError(f"datastore directory {path} does not exist")
     try:
         meta = json.loads((path / "meta.json").read_text())
