@@ -44,6 +44,16 @@ def accepted_path(tree, target) -> list[int]:
     return path
 
 
+def common_prefix_len(a, b) -> int:
+    """How many leading tokens the sequences ``a`` and ``b`` share (a drafted chain against the reference)."""
+    n = 0
+    for x, y in zip(a, b):
+        if int(x) != int(y):
+            break
+        n += 1
+    return n
+
+
 def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) -> dict:
     """Run the drafter loop against ``reference`` (list of int; ``ar``'s output, with the EOS that ended
     it where one did: it then comes as the bonus token of the last forward, as in the decoder). Returns

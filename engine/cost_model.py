@@ -199,7 +199,7 @@ def cost_key(loaded) -> dict:
             "fused_layer": fused_layer_serves(model),
             "greedy_step": fused_layer_serves(model) and os.environ.get(STEP_ENV, "").strip() != "0",
             "huge_pages": bool(getattr(packing, "huge_page_bytes", 0)),
-            "format": FORMAT, **({"cuda_graphs": True} if getattr(loaded, "cuda_graphs", None) == "" else {})}
+            "format": FORMAT, **({"cuda_graphs": True} if getattr(loaded, "cuda_graphs_status", None) is True else {})}
 
 
 def _sync(device: torch.device) -> None:

@@ -410,11 +410,6 @@ def default_capacity(model) -> int:
     return max(MIN_KEYS, min(limit, 4096))
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 @torch.inference_mode()
 def probe(runner: GraphedForward, context: int = 200, rows: int = 8, repeats: int = 5,
           require_faster: bool = True, record_keys: int = 0) -> str:
@@ -424,6 +419,8 @@ def probe(runner: GraphedForward, context: int = 200, rows: int = 8, repeats: in
     and, with ``require_faster``, the replays' median wall time (``repeats`` each, synchronised) is below the eager
     forward's; else why not. Any error a recording or a replay raises comes back as the reason. With ``record_keys``,
     a passing probe then records every bucket up to that many keys (:meth:`GraphedForward.record_buckets`)."""
+    from .cost_model import _sync  # noqa: PLC0415  (the c(n) timer's: synchronise a CUDA device, else nothing)
+
     model, device = runner.model, runner.device
     vocab = int(model.lm_head.weight.shape[0])
     gen = torch.Generator().manual_seed(0)

@@ -68,6 +68,12 @@ class LoadedModel:
     _token_bytes: object | None = field(default=None, repr=False)
 
     @property
+    def cuda_graphs_status(self) -> bool | str | None:
+        """For reports (the bench JSON, ``fastcoder/status``, the verify-cost key): True where the decode steps replay
+        CUDA graphs, the reason they do not, None where it was not tried (a CPU model)."""
+        return True if self.cuda_graphs == "" else self.cuda_graphs
+
+    @property
     def vocab_size(self) -> int:
         """Rows of the output embedding (>= the tokenizer's vocabulary)."""
         return int(self.model.config.vocab_size)

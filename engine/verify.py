@@ -322,10 +322,13 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
     """
     base = past_len + 1
     first = next((j for j, node in enumerate(path) if node != j), len(path))  # path[:first] is in place
-    if first < len(path) and not move_rows(cache, [base + node for node in path[first:]], base + first) \
-            and not graphed_move_rows(cache, np.asarray(path[first:], dtype=np.int64) + base, base + first):
-        lo, hi = base + first, base + len(path)
+    src_np = None
+    if first < len(path) and not move_rows(cache, [base + node for node in path[first:]], base + first):
         src_np = np.asarray(path[first:], dtype=np.int64) + base
+        if graphed_move_rows(cache, src_np, base + first):  # a GPU cache bound to CUDA graphs' buffer
+            src_np = None
+    if src_np is not None:
+        lo, hi = base + first, base + len(path)
         src = None
         for layer in cache.layers:
             kbuf, vbuf = getattr(layer, "_kbuf", None), getattr(layer, "_vbuf", None)

@@ -35,13 +35,6 @@ log = logging.getLogger("fastcoder.lsp")
 MAX_DOCUMENT_CHARS = 5_000_000  # documents larger than this get no completion (characters)
 
 
-def _graphs_state(loaded) -> bool | str | None:
-    """The status' ``cuda_graphs``: True where a GPU model's steps replay CUDA graphs (:mod:`engine.cuda_graphs`),
-    the reason they do not, or None (no model yet, or a CPU model: not tried)."""
-    graphs = getattr(loaded, "cuda_graphs", None)
-    return True if graphs == "" else graphs
-
-
 def _screen_lm_head(loaded) -> str | bool:
     """Pack ``loaded``'s LM head for greedy steps' int8 screening (:func:`engine.lean_forward.greedy_screen`) and say
     with which instruction set greedy decoding will use it (``"vnni"``, ``"avx2"``); False when it will not, or on
@@ -517,7 +510,7 @@ class EngineHost(IndexingMixin):
             "lm_head_screen": self.lm_head_screen,
             "forward_kernels": self.forward_kernels,
             # a GPU model's steps replay CUDA graphs (engine.cuda_graphs): True, why not, or None (a CPU model)
-            "cuda_graphs": _graphs_state(self.loaded),
+            "cuda_graphs": getattr(self.loaded, "cuda_graphs_status", None),
             # greedy steps in one native call (engine.native.step): known after the first (the load's c(n) measurement)
             "greedy_step": self.greedy_step,
             # the packed weights' MB on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)

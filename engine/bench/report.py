@@ -92,8 +92,7 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     # greedy steps in one native call (engine.native.step): gather, layers, screened head, walk, KV compaction
     result["environment"]["greedy_step"] = greedy_step_serves(loaded.model)
     # a GPU model's decode steps replay CUDA graphs (engine.cuda_graphs): True, or why not (None: not tried)
-    graphs = getattr(loaded, "cuda_graphs", None)
-    result["environment"]["cuda_graphs"] = True if graphs == "" else graphs
+    result["environment"]["cuda_graphs"] = getattr(loaded, "cuda_graphs_status", None)
     # the packed weights' bytes on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
     result["environment"]["weights_on_huge_pages_mb"] = weights_on_huge_pages_mb(getattr(loaded, "packing", None))
     if len(runs) > 1:

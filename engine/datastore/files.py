@@ -8,6 +8,8 @@ token width, dtypes, crc32 of each array's bytes). :meth:`engine.datastore.Datas
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
 import shutil
@@ -57,17 +59,17 @@ def write_arrays(path: str | os.PathLike, tokens: np.ndarray, sa: np.ndarray, vo
         for name in ("tokens.npy", "sa.npy", "meta.json"):
             _fsync(tmp / name)
         _fsync(tmp)
-        if path.exists() and _exchange(tmp, path):
+        if not path.exists():
+            tmp.rename(path)
+        elif _exchange(tmp, path):
             shutil.rmtree(tmp, ignore_errors=True)  # the old store, swapped into the temporary's name
-        elif path.exists():  # no atomic exchange here: a kill between the two renames leaves the old store
+        else:  # no atomic exchange here: a kill between the two renames leaves the old store
             # as .NAME.old-PID, which recover_interrupted_save puts back at the next load or save
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             shutil.rmtree(old, ignore_errors=True)
             path.rename(old)
             tmp.rename(path)
             shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(path)
         _fsync(path.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -153,25 +155,26 @@ def _pid_alive(pid: int) -> bool:
 
 #: renameat2(2)'s flag that swaps two paths atomically (Linux 3.15+), and the "current directory" descriptor.
 _RENAME_EXCHANGE, _AT_FDCWD = 2, -100
-_RENAMEAT2: list = []  # [libc's renameat2 or None], looked up once
+
+
+@functools.cache
+def _renameat2():
+    """The C library's ``renameat2``, or None where it has none."""
+    try:
+        fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
+    if fn is not None:
+        fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        fn.restype = ctypes.c_int
+    return fn
 
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap the paths ``a`` and ``b`` in one atomic step (``renameat2(..., RENAME_EXCHANGE)``): at every moment each
     name holds one whole directory. False, nothing changed, where the C library or the file system lacks it (then
     the caller renames twice)."""
-    if not _RENAMEAT2:
-        try:
-            import ctypes  # noqa: PLC0415
-
-            fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-            if fn is not None:
-                fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
-                fn.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            fn = None
-        _RENAMEAT2.append(fn)
-    fn = _RENAMEAT2[0]
+    fn = _renameat2()
     return fn is not None and fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
 
 

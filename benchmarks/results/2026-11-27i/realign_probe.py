@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from measure_drafting import accepted_path, replay_from_command_line  # noqa: E402
+from measure_drafting import common_prefix_len as match  # noqa: E402
 
 CHAIN = 16
 
@@ -37,15 +38,6 @@ def best_chain(tree, node):
         node = max(kids[node], key=lambda i: tree.weights[i])
         out.append(int(tree.tokens[node]))
     return out
-
-
-def match(a, b):
-    n = 0
-    for x, y in zip(a, b):
-        if int(x) != int(y):
-            break
-        n += 1
-    return n
 
 
 def hypotheses(tree, end, b):

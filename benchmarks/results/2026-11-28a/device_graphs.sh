@@ -15,7 +15,7 @@ PYTHONPATH=/tmp/site:$D/arctic/pkg:$PWD timeout 150 python3 benchmarks/results/2
   $D/repos/pluggy >> "$OUT/smoke.txt" 2>&1
 rc=$?
 echo "smoke: rc $rc in $((SECONDS - t0)) s" >> "$OUT/smoke.txt"
-cat "$OUT/smoke.txt" | grep -v "Loading weights"
+grep -v "Loading weights" "$OUT/smoke.txt"
 [ $rc -eq 0 ] || exit $rc
 BENCH=benchmarks/results/2026-11-28a/ab_graphs.py METHODS=${METHODS:-ar,ar-eager,suffix,suffix-eager,fastcoder,fastcoder-eager} \
   REPEATS=${REPEATS:-2} BUDGET_S=$((${BUDGET_S:-420} - SECONDS)) bash benchmarks/results/2026-11-26g/device_run.sh

@@ -102,7 +102,6 @@ def main(model_path, repo):
         if runner is None:
             failed = True
             continue
-        rng = np.random.default_rng(0)
         for n in (0, 1, 7, 15, 31, 63, 80):
             g_ms, g = time_forward(loaded, runner, n, True, np.random.default_rng(n))
             e_ms, e = time_forward(loaded, runner, n, False, np.random.default_rng(n))

@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from measure_drafting import accepted_path, replay_from_command_line  # noqa: E402
+from measure_drafting import common_prefix_len as match  # noqa: E402
 
 CHAIN = 16
 CAPS = (1, 2, 4, 8)
@@ -51,15 +52,6 @@ def substituted_chain(ctx: np.ndarray):
         cont = ctx[e + 1:e + 1 + CHAIN].tolist()
         return [b if t == a else t for t in cont]
     return None
-
-
-def match(a, b):
-    n = 0
-    for x, y in zip(a, b):
-        if int(x) != int(y):
-            break
-        n += 1
-    return n
 
 
 def main():
