@@ -203,28 +203,32 @@ def test_two_rows_streamed_or_by_two_panels_give_the_same_bits():
 
 @needs_native
 def test_the_prefetch_distance_changes_no_bits():
-    """fc_gemm_prefetch sets how far ahead the AVX2 kernels prefetch their weight stream (48 lines by default); a
-    prefetch reads nothing into the arithmetic, so every distance gives the same bits at every row count."""
+    """fc_gemm_prefetch sets how far ahead the AVX2 kernels prefetch their weight stream (48 lines by default), and
+    fc_gemm_group_prefetch whether the passes over a cached panel group prefetch the next group (on by default); a
+    prefetch reads nothing into the arithmetic, so every setting gives the same bits at every row count."""
     from engine.native import kernel_isa, library  # noqa: PLC0415
     from engine.native.linear import gemm, pack_panels  # noqa: PLC0415
 
     lib = library()
     gen = torch.Generator().manual_seed(11)
     default = lib.fc_gemm_prefetch(-1)
-    assert default == 48
+    assert default == 48 and lib.fc_gemm_group_prefetch(-1) == 1
     try:
         assert lib.fc_gemm_use(1) == 1
-        for n, k in ((577, 37), (96, 768)):
-            panels = pack_panels(lib, torch.randn(n, k, generator=gen))
-            for rows in (2, 3, 6, 7, 8, 13):
+        for n, k in ((577, 37), (96, 768), (300, 256)):
+            w = torch.randn(n, k, generator=gen)
+            panels = pack_panels(lib, w)
+            for rows in (2, 3, 6, 7, 8, 9, 13, 14):
                 x = torch.randn(rows, k, generator=gen)
                 outs = []
-                for lines in (0, 16, 48, 4096):
-                    assert lib.fc_gemm_prefetch(lines) == lines
+                for lines, group in ((0, 1), (16, 1), (48, 1), (4096, 1), (48, 0)):
+                    assert lib.fc_gemm_prefetch(lines) == lines and lib.fc_gemm_group_prefetch(group) == group
                     outs.append(gemm(lib, x, panels.data_ptr(), n))
                 assert all(torch.equal(o, outs[0]) for o in outs[1:]), (n, k, rows)
+                torch.testing.assert_close(outs[0], F.linear(x, w), rtol=1e-4, atol=1e-4)
     finally:
         lib.fc_gemm_prefetch(default)
+        lib.fc_gemm_group_prefetch(1)
         lib.fc_gemm_use(1 if kernel_isa(lib) == "avx2" else 0)
 
 

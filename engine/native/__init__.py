@@ -175,6 +175,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm_use.argtypes = [ctypes.c_int]
     lib.fc_gemm_two_rows.restype = ctypes.c_int  # two rows alone: one panel at a time (1) or kern2x2 (0); A/B runs
     lib.fc_gemm_two_rows.argtypes = [ctypes.c_int]
+    lib.fc_gemm_group_prefetch.restype = ctypes.c_int  # passes over a cached panel group prefetch the next (A/B)
+    lib.fc_gemm_group_prefetch.argtypes = [ctypes.c_int]
     lib.fc_gemm_prefetch.restype = i64  # the AVX2 kernels' prefetch distance in lines (A/B runs); -1 only asks
     lib.fc_gemm_prefetch.argtypes = [i64]
     lib.fc_attention_use.restype = ctypes.c_int

@@ -86,6 +86,10 @@ int fc_gemm_supported(void) {
 }
 
 #define TGT __attribute__((target("avx2,fma")))
+#ifndef REM_HINT
+#define REM_HINT _MM_HINT_T1
+#endif
+#define pf_limit (256 * NR) /* a prefetch distance (floats) past 256 lines is the next panel group's (rows_panels) */
 
 static inline TGT void store_panel(float *y, __m256 lo, __m256 hi, int64_t cols) {
     if (cols >= NR) {
@@ -99,18 +103,21 @@ static inline TGT void store_panel(float *y, __m256 lo, __m256 hi, int64_t cols)
     }
 }
 
-/* MR rows (stride ldx) x one panel (16 outputs, `cols` of them stored) into y (row stride ldy). */
+/* MR rows (stride ldx) x one panel (16 outputs, `cols` of them stored) into y (row stride ldy); prefetches `ahead`
+   floats past the k step it reads (REM_HINT past pf_limit: the next panel group, rows_panels). */
 #define KERNEL(MR)                                                                                     \
     static TGT void kern##MR(const float *x, int64_t ldx, const float *wp, int64_t k, float *y,         \
-                             int64_t ldy, int64_t cols) {                                              \
+                             int64_t ldy, int64_t cols, int64_t ahead) {                               \
         __m256 lo[MR], hi[MR];                                                                         \
-        const int64_t pf = pf_avx2;                                                                    \
         _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                         \
             lo[r] = _mm256_setzero_ps();                                                               \
             hi[r] = _mm256_setzero_ps();                                                               \
         }                                                                                              \
         for (int64_t kk = 0; kk < k; kk++) {                                                           \
-            _mm_prefetch((const char *)(wp + (kk + pf) * NR), PF_HINT);                             \
+            if (ahead > pf_limit)                                                                      \
+                _mm_prefetch((const char *)(wp + ahead + kk * NR), REM_HINT);                          \
+            else                                                                                       \
+                _mm_prefetch((const char *)(wp + ahead + kk * NR), PF_HINT);                           \
             __m256 w0 = _mm256_loadu_ps(wp + kk * NR), w1 = _mm256_loadu_ps(wp + kk * NR + 8);         \
             _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                     \
                 __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);                                     \
@@ -128,14 +135,17 @@ KERNEL(4)
 KERNEL(5)
 KERNEL(6)
 
-/* Seven rows x one panel in one pass: 14 accumulators and one broadcast register (AVX2 has 16), with the
-   weights as the FMAs' memory operands. Written in C, the compiler loads both weight halves into registers
-   and spills accumulators; the inline assembly keeps them in place. A 7-row product (the pending token and a
-   6-node tree) used to take a 6-row pass plus a 1-row pass over the weights: tiny-py-coder's 43 products at
-   7 rows 2.72 -> 2.52 ms, 2.97 -> 2.81 and 3.24 -> 2.90 on a loaded machine (benchmarks/measure_gemm.py
-   --cold, interleaved). Each output's FMA chain is the same as in kern1: the same bits. */
+/* Seven rows x one panel in one pass: 14 accumulators, the panel's low half in a register and one broadcast
+   register (AVX2 has 16), the high half as the FMAs' memory operand. Written in C, the compiler loads both weight
+   halves into registers and spills accumulators; the inline assembly keeps them in place. A 7-row product (the
+   pending token and a 6-node tree) used to take a 6-row pass plus a 1-row pass over the weights: tiny-py-coder's 43
+   products at 7 rows 2.72 -> 2.52 ms, 2.97 -> 2.81 and 3.24 -> 2.90 on a loaded machine (benchmarks/measure_gemm.py
+   --cold, interleaved). Both halves as memory operands (21 loads a k step for 14 FMAs) left it load-bound; with the
+   low half in a register (15 loads) 2.03 -> 1.68 ms warm, 2.25 -> 1.93 cold (2026-11-28, 41 / 31 interleaved
+   calls; AMD EPYC with AVX2 only). Each output's FMA chain is the same as in kern1: the same bits. */
 #define FMA_MEM(acc, b, mem) \
     __asm__("vfmadd231ps %[w], %[x], %[a]" : [a] "+x"(acc) : [x] "x"(b), [w] "m"(*(const __m256_u *)(mem)))
+#define FMA_REG(acc, b, wr) __asm__("vfmadd231ps %[w], %[x], %[a]" : [a] "+x"(acc) : [x] "x"(b), [w] "x"(wr))
 static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy,
                       int64_t cols) {
     __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0;
@@ -145,13 +155,14 @@ static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, f
         const float *w = wp + kk * NR;
         _mm_prefetch((const char *)(w + pf * NR), PF_HINT);
         __m256 b;
-        b = _mm256_broadcast_ss(x + kk);           FMA_MEM(l0, b, w); FMA_MEM(h0, b, w + 8);
-        b = _mm256_broadcast_ss(x + ldx + kk);     FMA_MEM(l1, b, w); FMA_MEM(h1, b, w + 8);
-        b = _mm256_broadcast_ss(x + 2 * ldx + kk); FMA_MEM(l2, b, w); FMA_MEM(h2, b, w + 8);
-        b = _mm256_broadcast_ss(x + 3 * ldx + kk); FMA_MEM(l3, b, w); FMA_MEM(h3, b, w + 8);
-        b = _mm256_broadcast_ss(x + 4 * ldx + kk); FMA_MEM(l4, b, w); FMA_MEM(h4, b, w + 8);
-        b = _mm256_broadcast_ss(x + 5 * ldx + kk); FMA_MEM(l5, b, w); FMA_MEM(h5, b, w + 8);
-        b = _mm256_broadcast_ss(x + 6 * ldx + kk); FMA_MEM(l6, b, w); FMA_MEM(h6, b, w + 8);
+        __m256 w0 = _mm256_loadu_ps(w);
+        b = _mm256_broadcast_ss(x + kk);           FMA_REG(l0, b, w0); FMA_MEM(h0, b, w + 8);
+        b = _mm256_broadcast_ss(x + ldx + kk);     FMA_REG(l1, b, w0); FMA_MEM(h1, b, w + 8);
+        b = _mm256_broadcast_ss(x + 2 * ldx + kk); FMA_REG(l2, b, w0); FMA_MEM(h2, b, w + 8);
+        b = _mm256_broadcast_ss(x + 3 * ldx + kk); FMA_REG(l3, b, w0); FMA_MEM(h3, b, w + 8);
+        b = _mm256_broadcast_ss(x + 4 * ldx + kk); FMA_REG(l4, b, w0); FMA_MEM(h4, b, w + 8);
+        b = _mm256_broadcast_ss(x + 5 * ldx + kk); FMA_REG(l5, b, w0); FMA_MEM(h5, b, w + 8);
+        b = _mm256_broadcast_ss(x + 6 * ldx + kk); FMA_REG(l6, b, w0); FMA_MEM(h6, b, w + 8);
     }
     store_panel(y, l0, h0, cols);
     store_panel(y + ldy, l1, h1, cols);
@@ -167,11 +178,16 @@ static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, f
    an array: GCC -O2 kept an a[8] array's accumulators on the stack and stored them at every k step (in this
    kernel and kern2x2; objdump). Without the stores the 43 products of tiny-py-coder took 6-10% less at 1
    row and 13-20% less at 2 rows, weights warm or evicted (benchmarks/measure_gemm.py, interleaved). */
-static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
+static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y, int64_t ahead) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *p2 = wp + 2 * k * NR, *p3 = wp + 3 * k * NR;
     for (int64_t kk = 0; kk < k; kk++) {
-        if (PF1 > 0) {
+        if (ahead > pf_limit) {
+            _mm_prefetch((const char *)(p0 + ahead + kk * NR), REM_HINT);
+            _mm_prefetch((const char *)(p1 + ahead + kk * NR), REM_HINT);
+            _mm_prefetch((const char *)(p2 + ahead + kk * NR), REM_HINT);
+            _mm_prefetch((const char *)(p3 + ahead + kk * NR), REM_HINT);
+        } else if (PF1 > 0) {
             _mm_prefetch((const char *)(p0 + (kk + PF1) * NR), PF_HINT);
             _mm_prefetch((const char *)(p1 + (kk + PF1) * NR), PF_HINT);
             _mm_prefetch((const char *)(p2 + (kk + PF1) * NR), PF_HINT);
@@ -201,13 +217,18 @@ static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y) {
    leave the FMA units waiting on latency: 2 rows cost 1.5x one row, 6 rows 1.8x, before the one-panel kernels
    prefetched); each output's chain is the same as in kern2. Since 2026-11-27 only for two rows whose panels are
    in L2 (rows_panels). */
-static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy) {
+static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy,
+                        int64_t ahead) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *x0 = x, *x1 = x + ldx;
-    const int64_t pf = pf_avx2;
     for (int64_t kk = 0; kk < k; kk++) {
-        _mm_prefetch((const char *)(p0 + (kk + pf) * NR), PF_HINT);
-        _mm_prefetch((const char *)(p1 + (kk + pf) * NR), PF_HINT);
+        if (ahead > pf_limit) {
+            _mm_prefetch((const char *)(p0 + ahead + kk * NR), REM_HINT);
+            _mm_prefetch((const char *)(p1 + ahead + kk * NR), REM_HINT);
+        } else {
+            _mm_prefetch((const char *)(p0 + ahead + kk * NR), PF_HINT);
+            _mm_prefetch((const char *)(p1 + ahead + kk * NR), PF_HINT);
+        }
         __m256 w0 = _mm256_loadu_ps(p0 + kk * NR), w1 = _mm256_loadu_ps(p0 + kk * NR + 8);
         __m256 w2 = _mm256_loadu_ps(p1 + kk * NR), w3 = _mm256_loadu_ps(p1 + kk * NR + 8);
         __m256 b0 = _mm256_broadcast_ss(x0 + kk), b1 = _mm256_broadcast_ss(x1 + kk);
@@ -310,9 +331,34 @@ int fc_gemm_two_rows(int mode) {
     return two_rows_streamed;
 }
 
+/* Panels per group in fc_gemm: 4 panels of K = 256-768 inputs are 64-192 KiB, held in L2 while every block of
+   rows passes over them. Measured on the 43 products of tiny-py-coder (1 thread, ms, median of 15 interleaved
+   calls, weights warm / evicted from the caches first), rows outermost -> groups of 4 panels:
+     7 rows  3.38 -> 3.06 / 3.68 -> 3.26;  8 rows  3.89 -> 3.20 / 4.25 -> 3.56;
+     12 rows 4.32 -> 3.64 / 4.77 -> 3.97;  16 rows 5.55 -> 4.25 / 5.62 -> 4.85;
+   groups of 2, 8 and 16 panels were within 5% of 4, slower at 13-16 rows; 1 panel (each pass right after the
+   other) 5-10% slower at 8-12 rows (2026-11-28). */
+#ifndef PANEL_GROUP
+#define PANEL_GROUP 4
+#endif
+/* Whether the passes over a panel group that do not stream it from memory (the second 6-row block, the rows left)
+   prefetch the next group into L2 (1, the default) or keep the streaming distance inside their own panels, which are
+   already cached (0). Same bits either way; A/B runs switch it. Before, the memory stream stopped while those
+   passes ran: tiny-py-coder's 43 products at 8 / 9 / 13 rows 1.99 / 2.14 / 2.83 -> 1.80 / 1.90 / 2.68 ms warm, but
+   2.38 / 2.47 / 3.23 -> 2.55 / 2.50 / 3.04 with the weights evicted from every cache (measure_gemm.py); in the
+   engine's greedy tree forward 8-13 rows 5-9% less at 64 and 512 cached tokens, 0-5% at 1,000
+   (benchmarks/results/2026-11-28b/group_prefetch_ab.py). The hint is T1: into L2 (T0 was slower than none). A
+   negative mode only asks; returns the mode in use. */
+static int group_prefetch = 1;
+
+int fc_gemm_group_prefetch(int mode) {
+    if (mode >= 0)
+        group_prefetch = mode ? 1 : 0;
+    return group_prefetch;
+}
 /* Rows [r0, r0 + mr) (mr <= 7, or 8 with the AVX-512 kernels) times panels [j0, j1); one row takes 4 full panels
    at once; a last panel of fewer than 16 outputs takes the AVX2 kernels. Two rows (AVX2) take 2 panels at once
-   (kern2x2) only where the panels are already in L2 (`streamed` 0: the rows left after the blocks of a larger
+   (kern2x2) only where the panels are already in L2 (`streamed` 0 or 2: the rows left after the blocks of a larger
    product); a product of two rows alone streams the weights from memory one panel at a time (kern2, with its
    prefetch), which cost less: the 43 products of tiny-py-coder at 2 rows 1.99 -> 1.71 ms warm, 2.29 -> 1.83 ms
    with the weights evicted, while at 8 and 14 rows (6 + 2 in panel groups) kern2 for the 2 was 1.5-5% slower
@@ -320,46 +366,40 @@ int fc_gemm_two_rows(int mode) {
    benchmarks/measure_gemm.py --defines; 2026-11-27).
    c(1) of the verify-cost curve fell from 1.20-1.31 to 1.07-1.08 there; in the nine bench cells fastcoder's decode
    speed against the same engine with kern2x2 (fc_gemm_two_rows(0), trees sized on the curve measured with it) was
-   1.008 (0.983-1.032) paired per task run: within the noise (benchmarks/results/2026-11-27i/). */
+   1.008 (0.983-1.032) paired per task run: within the noise (benchmarks/results/2026-11-27i/).
+   `streamed`: 1 the product's only pass (it streams the weights), 0 a group's first 6-row block (it streams the
+   group), 2 a later pass over a group already in L2 (it prefetches the next group: group_prefetch). */
 static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
                             float *y, int64_t j0, int64_t j1, int streamed) {
     int64_t full = n / NR, j = j0;
+    int64_t ahead = (group_prefetch && streamed == 2) ? PANEL_GROUP * k * NR : pf_avx2 * NR;
     const float *px = x + r0 * k;
     float *py = y + r0 * n;
     if (mr >= 2 && has512())
         j = rows_panels512(px, mr, k, wp, n, py, j, j1);
     if (mr == 1)
-        for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR);
-    if (mr == 2 && !(streamed && two_rows_streamed))
-        for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n);
+        for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR, ahead);
+    if (mr == 2 && !(streamed == 1 && two_rows_streamed))
+        for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n, ahead);
     for (; j < j1; j++) {
         const float *pw = wp + j * k * NR;
         int64_t cols = n - j * NR < NR ? n - j * NR : NR;
         switch (mr) {
-        case 1: kern1(px, k, pw, k, py + j * NR, n, cols); break;
-        case 2: kern2(px, k, pw, k, py + j * NR, n, cols); break;
-        case 3: kern3(px, k, pw, k, py + j * NR, n, cols); break;
-        case 4: kern4(px, k, pw, k, py + j * NR, n, cols); break;
-        case 5: kern5(px, k, pw, k, py + j * NR, n, cols); break;
-        case 6: kern6(px, k, pw, k, py + j * NR, n, cols); break;
+        case 1: kern1(px, k, pw, k, py + j * NR, n, cols, ahead); break;
+        case 2: kern2(px, k, pw, k, py + j * NR, n, cols, ahead); break;
+        case 3: kern3(px, k, pw, k, py + j * NR, n, cols, ahead); break;
+        case 4: kern4(px, k, pw, k, py + j * NR, n, cols, ahead); break;
+        case 5: kern5(px, k, pw, k, py + j * NR, n, cols, ahead); break;
+        case 6: kern6(px, k, pw, k, py + j * NR, n, cols, ahead); break;
         case 7: kern7(px, k, pw, k, py + j * NR, n, cols); break;
         default: /* 8 rows (AVX-512 blocks): two passes of 4 */
-            kern4(px, k, pw, k, py + j * NR, n, cols);
-            kern4(px + 4 * k, k, pw, k, py + 4 * n + j * NR, n, cols);
+            kern4(px, k, pw, k, py + j * NR, n, cols, ahead);
+            kern4(px + 4 * k, k, pw, k, py + 4 * n + j * NR, n, cols, ahead);
             break;
         }
     }
 }
 
-/* Panels per group in fc_gemm: 4 panels of K = 256-768 inputs are 64-192 KiB, held in L2 while every block of
-   rows passes over them. Measured on the 43 products of tiny-py-coder (1 thread, ms, median of 15 interleaved
-   calls, weights warm / evicted from the caches first), rows outermost -> groups of 4 panels:
-     7 rows  3.38 -> 3.06 / 3.68 -> 3.26;  8 rows  3.89 -> 3.20 / 4.25 -> 3.56;
-     12 rows 4.32 -> 3.64 / 4.77 -> 3.97;  16 rows 5.55 -> 4.25 / 5.62 -> 4.85;
-   groups of 2, 8 and 16 panels were within 5% of 4, slower at 13-16 rows. */
-#ifndef PANEL_GROUP
-#define PANEL_GROUP 4
-#endif
 
 /* y (m x n, row-major) = x (m x k, row-major) @ W^T, W packed by fc_gemm_pack. Up to 7 rows: one register
    block streams every panel (one row takes 4 panels at once). More rows: panels outermost, in groups of
@@ -383,9 +423,9 @@ static void gemm_range(const float *x, int64_t m, int64_t k, const float *wp, in
     }
     for (int64_t j0 = p0; j0 < p1; j0 += PANEL_GROUP) {
         int64_t j1 = j0 + PANEL_GROUP < p1 ? j0 + PANEL_GROUP : p1, r0 = 0;
-        for (; m - r0 >= block; r0 += block) rows_panels(x, r0, block, k, wp, n, y, j0, j1, 0);
+        for (; m - r0 >= block; r0 += block) rows_panels(x, r0, block, k, wp, n, y, j0, j1, r0 ? 2 : 0);
         if (r0 < m)
-            rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1, 0);
+            rows_panels(x, r0, m - r0, k, wp, n, y, j0, j1, 2);
     }
 }
 
@@ -435,6 +475,11 @@ int fc_gemm_use(int isa) {
 }
 
 int fc_gemm_two_rows(int mode) {
+    (void)mode;
+    return 0;
+}
+
+int fc_gemm_group_prefetch(int mode) {
     (void)mode;
     return 0;
 }
