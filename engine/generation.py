@@ -324,7 +324,7 @@ class Generation:
         if drafted:  # the builder's arrays hold the next tree now: the drafter observes what the call kept
             t = time.perf_counter()
             drafter.observe_path(ctx_view, ahead.first_source(), len(path), committed)
-            ahead.observed()
+            ahead.observed(len(committed))
             self.retrieval_s += time.perf_counter() - t
         else:
             self.retrieval_s += self._learn(ctx_view, tree, path, committed, counted)

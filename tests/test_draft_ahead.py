@@ -146,7 +146,13 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
                  ([rng.choice(other, 300).tolist()], [rng.choice(other, 300).tolist()],
                   [rng.choice(pool, 300).tolist() for _ in range(4)], {"retrieve_beside_copy": True})]
     real_make, real_draft, real_call = SpeculativeDecoder._make_drafter, BoundVerify.verify_draft, BoundVerify.__call__
-    turns = []
+    real_ready = native_ahead.DraftAhead.ready
+    turns, steady = [], []
+
+    def ready(self, n_ctx, out_len):  # whether the step after a drafting call only moved the lengths
+        steady.append(self.steady is not None and self.steady[:2] == (n_ctx, out_len))
+        return real_ready(self, n_ctx, out_len)
+    monkeypatch.setattr(native_ahead.DraftAhead, "ready", ready)
     for repo_docs, common_docs, prompts, options in scenarios:
         runs = {}
         for fused in (True, False):
@@ -185,6 +191,7 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
     kinds = {t & (native_ahead.DREW_COIN - 1) for t in turns}
     assert {native_ahead.SEARCHED, native_ahead.SKIP_MISSING} <= kinds, sorted(set(turns))
     assert any(t & native_ahead.DREW_COIN for t in turns)  # the coin drawn ahead, consumed in the call
+    assert sum(steady) > len(steady) // 4  # the steps after a call that drafted from the sources it was given
 
 
 def test_drafting_ahead_can_be_switched_off(tiny_coder, real_code_prompts, monkeypatch):

@@ -225,7 +225,8 @@ def _after_propose(drafter, args: ProposeArgs, sc, context: np.ndarray, found: i
                    builder: bool = False):
     """The rest of :func:`propose_native` after fc_propose returned ``found`` for ``context`` (the copy's index
     holding it): the counters, the datastores' turn, the tree. ``builder``: a tree the C builder kept is returned
-    as a :class:`BuilderTree` over its outputs rather than copied (only where fc_propose itself built it)."""
+    as a :class:`BuilderTree` over its outputs rather than copied (only where fc_propose itself built it). ``cost``
+    (the curve at the context) sizes the datastores' tree; only read where ``found`` is RETRIEVE."""
     cache = drafter.cache
     if found == RETRIEVE:  # the cache (and the copy, unless searched beside it) had nothing: D_r and D_c, the tree
         lib, n_ctx = args.lib, len(drafter.context_index)
