@@ -534,3 +534,21 @@ def test_kernel_ablation_runs_the_avx2_kernels_and_restores_the_choice(tmp_path,
     with pytest.raises(ValueError):
         with native.forward_kernels("sse"):
             pass
+
+
+def test_every_method_runs_after_each_other_one_and_first_in_turn():
+    """The methods' order per task (bench.run_order, a Williams design): with a rotation alone fastcoder ran right
+    after SuffixDecoding on every task. Over n tasks (2n for an odd number n of methods) every method runs right after
+    every other one equally often, and first equally often."""
+    from collections import Counter
+
+    for methods in (("ar", "fastcoder"), ("ar", "suffix", "fastcoder"), ("ar", "suffix", "fastcoder", "copyspec"),
+                    ("ar", "suffix", "fastcoder", "copyspec", "rest")):
+        n = len(methods)
+        rows = [bench.run_order(methods, i) for i in range(n if n % 2 == 0 else 2 * n)]
+        assert all(sorted(r) == sorted(methods) for r in rows)
+        pairs = Counter((a, b) for r in rows for a, b in zip(r, r[1:]))
+        assert len(pairs) == n * (n - 1) and len(set(pairs.values())) == 1, (methods, pairs)
+        firsts = Counter(r[0] for r in rows)
+        assert len(firsts) == n and len(set(firsts.values())) == 1
+    assert bench.run_order(("ar",), 3) == ["ar"] and bench.run_order((), 0) == []

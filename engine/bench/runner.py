@@ -333,6 +333,27 @@ def rotate(methods: Sequence[str], k: int) -> list[str]:
     return list(methods[k:]) + list(methods[:k])
 
 
+def run_order(methods: Sequence[str], task_index: int) -> list[str]:
+    """The order the methods run in on task ``task_index``: row ``task_index`` of a Williams design (Williams 1949: a
+    Latin square whose rows put every method right after every other one equally often: n rows for an even number n
+    of methods, the n rows and their mirror images for an odd one). A rotation alone kept each method right after the
+    same one on every task: with ``ar,suffix,fastcoder`` fastcoder always ran after SuffixDecoding, whose structures
+    then fill the caches, and SuffixDecoding always after ``ar``."""
+    n = len(methods)
+    if n < 2:
+        return list(methods)
+    base, lo, hi = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    r = task_index % (n if n % 2 == 0 else 2 * n)
+    row = [methods[(b + r) % n] for b in base]
+    return row[::-1] if r >= n else row
+
+
 def build_repo_datastore(root: Path, tokenizer, task: Task | None, exclude: Sequence[str]):
     """D_r for one task: the repository with ``task``'s body span cut out of its file (the file is
     indexed as two documents, before and after the span), so retrieval cannot copy the target
@@ -378,7 +399,7 @@ def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchCo
                 warm_up(loaded, methods, task.prompt_ids, repo_ds, common_ds, cfg.warmup_tokens,
                         cfg.drafter_options)
             raw: dict[str, dict] = {}
-            for method in rotate(methods, i):
+            for method in run_order(methods, i):
                 bar.set_postfix_str(f"{task.task_id[-40:]} {method}", refresh=False)
                 try:  # one failing method must not lose the whole run
                     decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
