@@ -59,5 +59,5 @@ for L in CONTEXTS:
     print(f"{L} cached tokens: rows, ms per mode {MODES} (c(n) of mode 0 / mode 1), mode 1 / mode 0")
     for n in ROWS:
         cells = " ".join(f"{med[(L, n, m)]:.3f}" for m in MODES)
-        print(f"  {n:2d} rows {cells}  (c {med[(L, n, 0)] / med[(L, 1, 0)]:.2f} / {med[(L, n, 1)] / med[(L, 1, 1)]:.2f})"
-              f"  {med[(L, n, 1)] / med[(L, n, 0)]:.3f}")
+        c0, c1 = med[(L, n, 0)] / med[(L, 1, 0)], med[(L, n, 1)] / med[(L, 1, 1)]
+        print(f"  {n:2d} rows {cells}  (c {c0:.2f} / {c1:.2f})  {med[(L, n, 1)] / med[(L, n, 0)]:.3f}")
