@@ -32,12 +32,13 @@ log = logging.getLogger(__name__)
 #: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
 #: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
-#: 9: greedy steps timed through the generation's bound verification (engine.verify.greedy_verifier), plain steps as
-#: an empty tree's; 8: a tree step's inputs in reused buffers (engine.verify._cpu_step_tree_inputs); 7: greedy steps'
-#: calls where the LM head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain step given its
-#: position; 5: timed through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16;
-#: 2: rounds within MEASURE_BUDGET_S
-FORMAT = 9
+#: 10: the plain step and sizes up to SMALL_SIZES sampled SMALL_SAMPLES times a round; 9: greedy steps timed
+#: through the generation's bound verification (engine.verify.greedy_verifier), plain steps as an empty tree's; 8: a
+#: tree step's inputs in reused buffers (engine.verify._cpu_step_tree_inputs); 7: greedy steps' calls where the LM
+#: head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain step given its position; 5: timed
+#: through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds within
+#: MEASURE_BUDGET_S
+FORMAT = 10
 #: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
 #: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row
 #: dearer: tiny-py-coder, 1 thread, c(6) 1.44-1.56 at 512 tokens and 1.64-1.72 at 1,024, c(12) 1.77-1.83
@@ -207,6 +208,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+#: Sizes up to this many draft tokens (and the plain step) are timed SMALL_SAMPLES times a round (the round's value
+#: their median): a CPU's trees are mostly this small, and one sample a round left c(1)-c(8) of tiny-py-coder
+#: 5-10% apart between measurements of the same kernels (benchmarks/results/2026-11-28b/curve_noise.txt).
+SMALL_SIZES, SMALL_SAMPLES = 8, 3
+
+
 @torch.inference_mode()
 def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZES, repeats: int = 7,
                         budget_s: float = 0.0, max_repeats: int = 31) -> VerifyCost:
@@ -220,9 +227,11 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
     both: the generation's verification (:func:`engine.verify.greedy_verifier`: an empty tree for n = 0, the chain
     walked and compacted as a step is); in shuffled rounds, the cache cropped back after each:
     ``repeats`` rounds, then more while the whole measurement has taken less than ``budget_s`` seconds,
-    ``max_repeats`` rounds at most. c(n) is the median over rounds of the round's time for n over its
-    time for n = 0 (robust to other load). Cost: ~0.17 s a round on a 2-core CPU for tiny-py-coder; for a
-    model whose 7 rounds already take longer than the budget, 7 rounds.
+    ``max_repeats`` rounds at most. Each round times every size once, and n = 0 and the sizes up to
+    :data:`SMALL_SIZES` :data:`SMALL_SAMPLES` times (the round's value the median of its samples). c(n) is the
+    median over rounds of the round's value for n over its value for n = 0 (robust to other load). Cost: ~0.2 s a
+    round on a 2-core CPU for tiny-py-coder; for a model whose 7 rounds already take longer than the budget, 7
+    rounds.
 
     Before format 5 every size was one causal forward without a mask (transformers built it in Python) and
     n = 0 a forward with explicit positions: at 512 tokens (tiny-py-coder, 1 thread, two runs of 75 paired
@@ -256,7 +265,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
         step, verify = decode_one_token, tree_forward
     all_sizes = (0, *sizes)
     times = {n: [] for n in all_sizes}
-    order = list(all_sizes)
+    order = [n for n in all_sizes for _ in range(SMALL_SAMPLES if n <= SMALL_SIZES else 1)]
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     rounds = 0
@@ -264,6 +273,7 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
         while rounds < repeats or (rounds < max_repeats and time.perf_counter() - start < budget_s):
             rounds += 1
             rng.shuffle(order)
+            samples = {n: [] for n in all_sizes}
             for n in order:
                 ids = torch.randint(0, loaded.vocab_size, (1 + n,), generator=gen).tolist()
                 tree = DraftTree.from_chain(ids[1:], 0) if n else None
@@ -274,8 +284,10 @@ def measure_verify_cost(loaded, context: int = 512, sizes: tuple[int, ...] = SIZ
                 else:
                     step(model, cache, ids[0], context)
                 _sync(device)
-                times[n].append(time.perf_counter() - t0)
+                samples[n].append(time.perf_counter() - t0)
                 cache.crop(context - cache.get_seq_length())
+            for n, got in samples.items():
+                times[n].append(float(np.median(got)))
     # Ratios per round, then the median over rounds: a round's sizes ran back to back, so load that
     # comes and goes hits numerator and denominator alike (independent minima did not: under a
     # competing job one lucky plain step made c(1) read 5.8).
