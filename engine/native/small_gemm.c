@@ -89,7 +89,15 @@ int fc_gemm_supported(void) {
 #ifndef REM_HINT
 #define REM_HINT _MM_HINT_T1
 #endif
-#define pf_limit (256 * NR) /* a prefetch distance (floats) past 256 lines is the next panel group's (rows_panels) */
+
+/* Prefetches the line at p: into L2 (REM_HINT) for a pass that fetches the next panel group (rows_panels' `l2`),
+   else as the streaming kernels do (PF_HINT). */
+static inline TGT void prefetch_line(const float *p, int l2) {
+    if (l2)
+        _mm_prefetch((const char *)p, REM_HINT);
+    else
+        _mm_prefetch((const char *)p, PF_HINT);
+}
 
 static inline TGT void store_panel(float *y, __m256 lo, __m256 hi, int64_t cols) {
     if (cols >= NR) {
@@ -104,20 +112,17 @@ static inline TGT void store_panel(float *y, __m256 lo, __m256 hi, int64_t cols)
 }
 
 /* MR rows (stride ldx) x one panel (16 outputs, `cols` of them stored) into y (row stride ldy); prefetches `ahead`
-   floats past the k step it reads (REM_HINT past pf_limit: the next panel group, rows_panels). */
+   floats past the k step it reads (with `l2`: the next panel group, into L2; rows_panels). */
 #define KERNEL(MR)                                                                                     \
     static TGT void kern##MR(const float *x, int64_t ldx, const float *wp, int64_t k, float *y,         \
-                             int64_t ldy, int64_t cols, int64_t ahead) {                               \
+                             int64_t ldy, int64_t cols, int64_t ahead, int l2) {                       \
         __m256 lo[MR], hi[MR];                                                                         \
         _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                         \
             lo[r] = _mm256_setzero_ps();                                                               \
             hi[r] = _mm256_setzero_ps();                                                               \
         }                                                                                              \
         for (int64_t kk = 0; kk < k; kk++) {                                                           \
-            if (ahead > pf_limit)                                                                      \
-                _mm_prefetch((const char *)(wp + ahead + kk * NR), REM_HINT);                          \
-            else                                                                                       \
-                _mm_prefetch((const char *)(wp + ahead + kk * NR), PF_HINT);                           \
+            prefetch_line(wp + ahead + kk * NR, l2);                                                   \
             __m256 w0 = _mm256_loadu_ps(wp + kk * NR), w1 = _mm256_loadu_ps(wp + kk * NR + 8);         \
             _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                     \
                 __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);                                     \
@@ -178,15 +183,15 @@ static TGT void kern7(const float *x, int64_t ldx, const float *wp, int64_t k, f
    an array: GCC -O2 kept an a[8] array's accumulators on the stack and stored them at every k step (in this
    kernel and kern2x2; objdump). Without the stores the 43 products of tiny-py-coder took 6-10% less at 1
    row and 13-20% less at 2 rows, weights warm or evicted (benchmarks/measure_gemm.py, interleaved). */
-static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y, int64_t ahead) {
+static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y, int64_t ahead, int l2) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *p2 = wp + 2 * k * NR, *p3 = wp + 3 * k * NR;
     for (int64_t kk = 0; kk < k; kk++) {
-        if (ahead > pf_limit) {
-            _mm_prefetch((const char *)(p0 + ahead + kk * NR), REM_HINT);
-            _mm_prefetch((const char *)(p1 + ahead + kk * NR), REM_HINT);
-            _mm_prefetch((const char *)(p2 + ahead + kk * NR), REM_HINT);
-            _mm_prefetch((const char *)(p3 + ahead + kk * NR), REM_HINT);
+        if (l2) {
+            prefetch_line(p0 + ahead + kk * NR, 1);
+            prefetch_line(p1 + ahead + kk * NR, 1);
+            prefetch_line(p2 + ahead + kk * NR, 1);
+            prefetch_line(p3 + ahead + kk * NR, 1);
         } else if (PF1 > 0) {
             _mm_prefetch((const char *)(p0 + (kk + PF1) * NR), PF_HINT);
             _mm_prefetch((const char *)(p1 + (kk + PF1) * NR), PF_HINT);
@@ -218,17 +223,12 @@ static TGT void kern1x4(const float *x, const float *wp, int64_t k, float *y, in
    prefetched); each output's chain is the same as in kern2. Since 2026-11-27 only for two rows whose panels are
    in L2 (rows_panels). */
 static TGT void kern2x2(const float *x, int64_t ldx, const float *wp, int64_t k, float *y, int64_t ldy,
-                        int64_t ahead) {
+                        int64_t ahead, int l2) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const float *p0 = wp, *p1 = wp + k * NR, *x0 = x, *x1 = x + ldx;
     for (int64_t kk = 0; kk < k; kk++) {
-        if (ahead > pf_limit) {
-            _mm_prefetch((const char *)(p0 + ahead + kk * NR), REM_HINT);
-            _mm_prefetch((const char *)(p1 + ahead + kk * NR), REM_HINT);
-        } else {
-            _mm_prefetch((const char *)(p0 + ahead + kk * NR), PF_HINT);
-            _mm_prefetch((const char *)(p1 + ahead + kk * NR), PF_HINT);
-        }
+        prefetch_line(p0 + ahead + kk * NR, l2);
+        prefetch_line(p1 + ahead + kk * NR, l2);
         __m256 w0 = _mm256_loadu_ps(p0 + kk * NR), w1 = _mm256_loadu_ps(p0 + kk * NR + 8);
         __m256 w2 = _mm256_loadu_ps(p1 + kk * NR), w3 = _mm256_loadu_ps(p1 + kk * NR + 8);
         __m256 b0 = _mm256_broadcast_ss(x0 + kk), b1 = _mm256_broadcast_ss(x1 + kk);
@@ -346,8 +346,8 @@ int fc_gemm_two_rows(int mode) {
    already cached (0). Same bits either way; A/B runs switch it. Before, the memory stream stopped while those
    passes ran: tiny-py-coder's 43 products at 8 / 9 / 13 rows 1.99 / 2.14 / 2.83 -> 1.80 / 1.90 / 2.68 ms warm, but
    2.38 / 2.47 / 3.23 -> 2.55 / 2.50 / 3.04 with the weights evicted from every cache (measure_gemm.py); in the
-   engine's greedy tree forward 8-13 rows 5-9% less at 64 and 512 cached tokens, 0-5% at 1,000
-   (benchmarks/results/2026-11-28b/group_prefetch_ab.py). The hint is T1: into L2 (T0 was slower than none). A
+   engine's greedy tree forward 8-13 rows 4-10% / 0-8% / 0-6% less at 64 / 512 / 1,000 cached tokens
+   (benchmarks/results/2026-11-28b/group_prefetch_ab.txt). The hint is T1: into L2 (T0 was slower than none). A
    negative mode only asks; returns the mode in use. */
 static int group_prefetch = 1;
 
@@ -372,29 +372,30 @@ int fc_gemm_group_prefetch(int mode) {
 static TGT void rows_panels(const float *x, int64_t r0, int64_t mr, int64_t k, const float *wp, int64_t n,
                             float *y, int64_t j0, int64_t j1, int streamed) {
     int64_t full = n / NR, j = j0;
-    int64_t ahead = (group_prefetch && streamed == 2) ? PANEL_GROUP * k * NR : pf_avx2 * NR;
+    int l2 = group_prefetch && streamed == 2; /* fetch the next group into L2, else stream this one */
+    int64_t ahead = l2 ? PANEL_GROUP * k * NR : pf_avx2 * NR;
     const float *px = x + r0 * k;
     float *py = y + r0 * n;
     if (mr >= 2 && has512())
         j = rows_panels512(px, mr, k, wp, n, py, j, j1);
     if (mr == 1)
-        for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR, ahead);
+        for (; j + 4 <= j1 && j + 4 <= full; j += 4) kern1x4(px, wp + j * k * NR, k, py + j * NR, ahead, l2);
     if (mr == 2 && !(streamed == 1 && two_rows_streamed))
-        for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n, ahead);
+        for (; j + 2 <= j1 && j + 2 <= full; j += 2) kern2x2(px, k, wp + j * k * NR, k, py + j * NR, n, ahead, l2);
     for (; j < j1; j++) {
         const float *pw = wp + j * k * NR;
         int64_t cols = n - j * NR < NR ? n - j * NR : NR;
         switch (mr) {
-        case 1: kern1(px, k, pw, k, py + j * NR, n, cols, ahead); break;
-        case 2: kern2(px, k, pw, k, py + j * NR, n, cols, ahead); break;
-        case 3: kern3(px, k, pw, k, py + j * NR, n, cols, ahead); break;
-        case 4: kern4(px, k, pw, k, py + j * NR, n, cols, ahead); break;
-        case 5: kern5(px, k, pw, k, py + j * NR, n, cols, ahead); break;
-        case 6: kern6(px, k, pw, k, py + j * NR, n, cols, ahead); break;
+        case 1: kern1(px, k, pw, k, py + j * NR, n, cols, ahead, l2); break;
+        case 2: kern2(px, k, pw, k, py + j * NR, n, cols, ahead, l2); break;
+        case 3: kern3(px, k, pw, k, py + j * NR, n, cols, ahead, l2); break;
+        case 4: kern4(px, k, pw, k, py + j * NR, n, cols, ahead, l2); break;
+        case 5: kern5(px, k, pw, k, py + j * NR, n, cols, ahead, l2); break;
+        case 6: kern6(px, k, pw, k, py + j * NR, n, cols, ahead, l2); break;
         case 7: kern7(px, k, pw, k, py + j * NR, n, cols); break;
         default: /* 8 rows (AVX-512 blocks): two passes of 4 */
-            kern4(px, k, pw, k, py + j * NR, n, cols, ahead);
-            kern4(px + 4 * k, k, pw, k, py + 4 * n + j * NR, n, cols, ahead);
+            kern4(px, k, pw, k, py + j * NR, n, cols, ahead, l2);
+            kern4(px + 4 * k, k, pw, k, py + 4 * n + j * NR, n, cols, ahead, l2);
             break;
         }
     }
