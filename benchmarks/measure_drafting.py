@@ -54,10 +54,11 @@ def common_prefix_len(a, b) -> int:
     return n
 
 
-def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) -> dict:
+def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=(), on_step=None) -> dict:
     """Run the drafter loop against ``reference`` (list of int; ``ar``'s output, with the EOS that ended
     it where one did: it then comes as the bonus token of the last forward, as in the decoder). Returns
-    per-step times (ms), accepted lengths and suffix-array searches. At the end the drafter's ``finish`` hook (if
+    per-step times (ms), accepted lengths and suffix-array searches. ``on_step(tree, path)``, where given, sees
+    each step's tree and the node ids of its accepted path (untimed). At the end the drafter's ``finish`` hook (if
     any) gets the context without the trailing ``end_tokens``, as the decoder's loop gives it."""
     context = np.empty(len(prompt_ids) + len(reference) + 128, dtype=np.int64)
     context[:len(prompt_ids)] = prompt_ids
@@ -77,6 +78,8 @@ def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=()) ->
         dt = time.thread_time() - t
         target = reference[out:]
         path = accepted_path(tree, target)  # node indices of the matched prefix
+        if on_step is not None:
+            on_step(tree, path)
         matched = len(path)
         if estimator is not None and tree.keys is not None:
             estimator.update(tree.keys, tree.parents[:tree.n_draft], path)

@@ -10,43 +10,32 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from measure_drafting import accepted_path, path_probabilities, replay_from_command_line  # noqa: E402
+from measure_drafting import path_probabilities, replay, replay_from_command_line  # noqa: E402
 
 
 def main():
     from engine.bench.runner import make_decoder
     args, (loaded, tasks, refs, common, repos) = replay_from_command_line()
     est, hit, margin_est, margin_hit = [], [], [], []
+
+    def on_step(tree, path):
+        if len(tree) and tree.probs is not None:
+            p = path_probabilities(tree)
+            ok = np.zeros(len(tree), dtype=bool)
+            ok[path] = True
+            est.extend(p.tolist())
+            hit.extend(ok.tolist())
+            i = int(np.argmin(p))
+            margin_est.append(p[i])
+            margin_hit.append(ok[i])
+
     for task in tasks:
         ref = refs[task.task_id]
         if len(ref) < 2:
             continue
         dec = make_decoder(loaded, "fastcoder", repos[task.task_id], common)
-        drafter = dec._make_drafter(dec.new_cache())
-        ctx = list(task.prompt_ids)
-        drafter.reset(np.asarray(ctx, dtype=np.int64))
-        ctx.append(ref[0])
-        out = 1
-        while out < len(ref):
-            c = np.asarray(ctx, dtype=np.int64)
-            tree = drafter.propose(c)
-            target = ref[out:]
-            path = accepted_path(tree, target)
-            if len(tree) and tree.probs is not None:
-                p = path_probabilities(tree)
-                ok = np.zeros(len(tree), dtype=bool)
-                ok[path] = True
-                est += p.tolist()
-                hit += ok.tolist()
-                i = int(np.argmin(p))
-                margin_est.append(p[i])
-                margin_hit.append(ok[i])
-            if dec.estimator is not None and tree.keys is not None:
-                dec.estimator.update(tree.keys, tree.parents[:tree.n_draft], path)
-            committed = [int(x) for x in target[:len(path) + 1]]
-            drafter.observe(c, tree, path, committed)
-            ctx += committed
-            out += len(committed)
+        replay(dec._make_drafter(dec.new_cache()), dec.estimator, task.prompt_ids, ref, [0], loaded.eos_token_ids,
+               on_step=on_step)
     for name, e, h in (("every node", est, hit), ("each tree's lowest node", margin_est, margin_hit)):
         e, h = np.asarray(e), np.asarray(h, dtype=float)
         print(f"{args.repo.rstrip('/').split('/')[-1]} {args.task_kind}, {name}: {len(e)} nodes, estimated "
