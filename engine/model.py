@@ -297,9 +297,9 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
     if pack_weights and dev.type == "cpu" and torch_dtype == torch.float32:
         from .lean_forward import install_lean_forward  # noqa: PLC0415
         from .native_attention import install_native_attention  # noqa: PLC0415
-        from .packed_linear import pack_linear_weights  # noqa: PLC0415
+        from .packed_linear import pack_linear_weights, packing_kernel  # noqa: PLC0415
 
-        packing = pack_linear_weights(model)
+        packing = pack_linear_weights(model, kernel=packing_kernel())
         lean = install_lean_forward(model)
         attention = install_native_attention(model)  # its probe times the forward the decoder will run
     graphs = None

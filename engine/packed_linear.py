@@ -57,6 +57,11 @@ log = logging.getLogger(__name__)
 DEFAULT_BUDGET_MB = 512
 #: Environment variable overriding the budget (MiB; 0 disables packing).
 BUDGET_ENV = "FASTCODER_PACKED_WEIGHTS_MB"
+#: Environment variable choosing the packed layers' kernel at load (:func:`packing_kernel`): "auto" (the default:
+#: the native kernel where its load-time probe finds it no slower than ``F.linear``), "native" (whatever the timing),
+#: "mkl". The test suite sets "native": on a busy machine the probe once chose MKL and a server test read no native
+#: forward kernels.
+KERNEL_ENV = "FASTCODER_PACKED_KERNEL"
 #: A matrix whose packed buffer would exceed this many times its own bytes is left unpacked.
 MAX_OVERHEAD = 4.0
 
@@ -267,6 +272,17 @@ def packing_budget_bytes() -> int:
             pass
         log.warning("%s=%r is not a non-negative number of MiB; using %d", BUDGET_ENV, value, DEFAULT_BUDGET_MB)
     return DEFAULT_BUDGET_MB * 2**20
+
+
+def packing_kernel() -> str:
+    """The ``kernel`` argument of :func:`pack_linear_weights` from ``$FASTCODER_PACKED_KERNEL`` ("auto", "native" or
+    "mkl"), else "auto"; another value is logged and ignored."""
+    value = os.environ.get(KERNEL_ENV, "").strip().lower()
+    if value in ("auto", "native", "mkl"):
+        return value
+    if value:
+        log.warning("%s=%r is not auto, native or mkl; using auto", KERNEL_ENV, value)
+    return "auto"
 
 
 @torch.no_grad()

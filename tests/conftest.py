@@ -20,6 +20,9 @@ os.environ.setdefault("FASTCODER_VERIFY_COST", str(Path(__file__).resolve().pare
 # a busy machine it once kept it to one row, and every tree step of that process ran without the native step):
 # the suite takes every row count the probe finds on an idle machine; tests/test_native_attention.py probes.
 os.environ.setdefault("FASTCODER_NATIVE_ATTENTION_ROWS", "64")
+# And for the packed layers' probe (native kernel against F.linear at one row): under the suite's load it once chose
+# MKL in a language server's process; tests/test_packed_linear.py probes.
+os.environ.setdefault("FASTCODER_PACKED_KERNEL", "native")
 
 
 def third_party_sources(limit: int = 6) -> list[Path]:

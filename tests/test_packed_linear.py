@@ -397,3 +397,17 @@ def test_an_lm_head_takes_its_rows_argmax_in_its_own_call():
     biased = Head(bias=True).eval()
     pack_linear_weights(biased, budget_bytes=2**30, kernel="native")
     assert type(biased.out) is NativeLinear and biased.out._argmax is None
+
+
+def test_kernel_env_chooses_the_packing_kernel_at_load(monkeypatch, caplog):
+    """$FASTCODER_PACKED_KERNEL gives load_model's packing kernel (the suite sets "native" so no timing decides);
+    unset it is "auto", and a value that is not a kernel is logged and taken as "auto"."""
+    monkeypatch.delenv(packed_linear.KERNEL_ENV, raising=False)
+    assert packed_linear.packing_kernel() == "auto"
+    for value in ("native", "MKL ", "auto"):
+        monkeypatch.setenv(packed_linear.KERNEL_ENV, value)
+        assert packed_linear.packing_kernel() == value.strip().lower()
+    monkeypatch.setenv(packed_linear.KERNEL_ENV, "fast")
+    with caplog.at_level("WARNING", logger=packed_linear.__name__):
+        assert packed_linear.packing_kernel() == "auto"
+    assert "fast" in caplog.text
