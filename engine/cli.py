@@ -122,6 +122,9 @@ def add_commands(sub) -> None:
         from .bench.fit_head import add_command as add_fit_head  # noqa: PLC0415
 
         add_fit_head(sub)
+        from .bench.fit_outputs import add_command as add_build_output_store  # noqa: PLC0415
+
+        add_build_output_store(sub)
     _add_serving(sub)
     from .sdsat.cli import add_commands as add_sdsat_commands  # noqa: PLC0415
 

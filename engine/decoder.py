@@ -122,9 +122,9 @@ class SpeculativeDecoder:
         shared_estimator = self.options.pop("acceptance_estimator", None)
         self.history = self.options.pop("completion_history", None)
         if self.history is None and method == "fastcoder":
-            from .history import CompletionHistory  # noqa: PLC0415
+            from .output_store import new_completion_history  # noqa: PLC0415
 
-            self.history = CompletionHistory()
+            self.history = new_completion_history(loaded.model)
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
         use_head = bool(self.options.pop("draft_head", True))
         self.screened = bool(self.options.pop("screened_head", True))
@@ -183,7 +183,7 @@ class SpeculativeDecoder:
         """A fresh per-document FastCoder cache, to pass to :meth:`generate` across requests."""
         return FastCoderCache(n_min=self.options.get("n_min", 2))
 
-    def _make_drafter(self, cache, greedy: bool = True):
+    def _make_drafter(self, cache, greedy: bool = True, one_line: bool = False):
         if self.method == "suffix":  # one drafter: its SuffixDecodingCache outlives a generation
             if self._suffix_drafter is None:
                 self._suffix_drafter = make_drafter("suffix", None, **self.options)
@@ -196,6 +196,8 @@ class SpeculativeDecoder:
                                          self.options)
         token_info = self.loaded.token_info if self.method == "fastcoder" else None
         extra = {"history": self.history} if self.method == "fastcoder" else {}
+        if one_line and extra.get("history") is not None and hasattr(self.history, "for_completion"):
+            extra["history"] = self.history.for_completion(True)  # engine.output_store.WarmHistory
         return make_drafter(self.method, token_info, self.repo_datastore, self.common_datastore,
                             cache=cache, estimator=self.estimator, cost=self.cost, **extra, **self.options)
 
@@ -245,7 +247,8 @@ class SpeculativeDecoder:
         if not params.greedy:
             generator = torch.Generator(device=self.loaded.device)
             generator.manual_seed(seed if seed is not None else secrets.randbits(63))
-        drafter = None if self.method == "ar" else self._make_drafter(cache, params.greedy)
+        one_line = bool(stop) and "\n" in stop  # the history a one-line completion drafts from (WarmHistory)
+        drafter = None if self.method == "ar" else self._make_drafter(cache, params.greedy, one_line)
         with weights_pinned(self.loaded.model):  # the fused layer's weight check once, not at every forward
             return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache,
                                   deadline, remaining)

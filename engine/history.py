@@ -216,6 +216,9 @@ class CompletionHistory:
         self.n_max, self.max_candidates = int(n_max), int(max_candidates)
         self.factor, self.min_match = float(factor), int(min_match)
         self.num_completions = 0
+        #: What warmed it: :meth:`engine.output_store.OutputStore.describe` (set by
+        #: :func:`engine.output_store.new_completion_history`), None for a history that started empty.
+        self.store: dict | None = None
         self._buf: list[int] = []
         self._starts: dict[int, list[int]] = {}  # token -> positions right after its occurrences (by search())
         self._indexed = 0  # buffer positions _starts covers

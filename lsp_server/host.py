@@ -315,9 +315,9 @@ class EngineHost(IndexingMixin):
                         extra["verify_cost"] = self._cost
                 if self.settings.method == "fastcoder":
                     if self._history is None:
-                        from engine.history import CompletionHistory  # noqa: PLC0415
+                        from engine.output_store import new_completion_history  # noqa: PLC0415
 
-                        self._history = CompletionHistory()
+                        self._history = new_completion_history(self.loaded.model)
                     extra["completion_history"] = self._history  # every folder's completions draft for all
                 dec = SpeculativeDecoder(self.loaded, method=self.settings.method, repo_datastore=repo,
                                          common_datastore=self.common, **extra)
@@ -519,6 +519,8 @@ class EngineHost(IndexingMixin):
             "cheap_verification": self._cheap_verification(),
             "acceptance": self._estimator.summary() if self._estimator is not None else None,
             "history_completions": self._history.num_completions if self._history is not None else 0,
+            # the model's output on other packages that warmed the history (engine.output_store), None: started empty
+            "output_store": getattr(self._history, "store", None),
             "warm_prompt_share": (self.counters["reused_prompt_tokens"] / self.counters["prompt_tokens"]
                                   if self.counters["prompt_tokens"] else None),
             "index": {"pending_file_events": self.pending_file_events(), "rescans": self.rescans,

@@ -127,9 +127,27 @@ def run(args: argparse.Namespace) -> int:
     # the draft head's calibration at the end of the run, per method that used it (engine.draft_head)
     result["draft_head"] = {method: est.depth_one.summary() for (_, method), est in _ESTIMATORS.items()
                             if getattr(est, "depth_one", None) is not None} or None
+    result["output_store"] = _output_store_report(loaded, args.repo, methods)
     result["datastores"] = _datastore_sizes(args.repo, loaded, common_ds, args.exclude)
     write_outputs(result, args.json_out, args.markdown_out, args.plot_out)
     return 0
+
+
+def _output_store_report(loaded, repo, methods) -> dict | None:
+    """What warmed fastcoder's completion history (:mod:`engine.output_store`), None where nothing did. A store built
+    on the benchmarked repository itself would draft its answers: a warning on stderr, and ``"built_on_this_repo"``."""
+    from ..output_store import find_output_store  # noqa: PLC0415
+
+    store = find_output_store(loaded.model) if any(METHOD_SPECS[m][0] == "fastcoder" for m in methods) else None
+    if store is None:
+        return None
+    report = store.describe()
+    built_on = {str(s.get("repo")) for s in store.info.get("built_on", ())}
+    report["built_on_this_repo"] = Path(repo).resolve().name in built_on
+    if report["built_on_this_repo"]:
+        print(f"fastcoder bench: warning: the output store was built on {Path(repo).name}: fastcoder drafts from the "
+              f"model's own answers to these tasks (FASTCODER_OUTPUT_STORE=off to leave it out)", file=sys.stderr)
+    return report
 
 
 def _load_common(loaded, spec: str):

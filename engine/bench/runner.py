@@ -186,9 +186,12 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
         # one estimator per method for the whole run, as a server keeps one across requests
         options = {**options, "acceptance_estimator": _ESTIMATORS.setdefault((id(loaded), method), _new_estimator(loaded))}
     if base == "fastcoder":  # one completion history per method for the whole run, as a server keeps one
-        from ..history import CompletionHistory  # noqa: PLC0415
+        from ..output_store import new_completion_history  # noqa: PLC0415
 
-        options = {**options, "completion_history": _HISTORIES.setdefault((id(loaded), method), CompletionHistory())}
+        key = (id(loaded), method)
+        if key not in _HISTORIES:  # warmed with the model's output store where there is one
+            _HISTORIES[key] = new_completion_history(loaded.model)
+        options = {**options, "completion_history": _HISTORIES[key]}
     if base == "suffix":  # one SuffixDecodingCache per method for the whole run, as vLLM keeps one per engine
         key = (id(loaded), method)
         if key not in _SUFFIX_CACHES:
