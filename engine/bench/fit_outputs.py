@@ -6,9 +6,10 @@ model completes each greedily (through fastcoder: the same tokens as ``ar``, fas
 stops; each output is kept with the last ``--tail`` prompt tokens before it (an end-of-sequence token left out).
 The store is written where :func:`engine.output_store.find_output_store` looks (the user cache).
 
-Cost: tiny-py-coder, 18 packages x 3 task kinds x 30 tasks (1,518 completions, 71,040 output tokens): 27 minutes on
-one core of the project's 2-core CPU with other work on the other (1,607 s). The packaged store (``engine/data/output_store/``) was built that way; ``info.built_on`` in
-the file names the packages. Never build it on the repositories it will serve or be benchmarked on.
+Cost: tiny-py-coder, 18 packages x 3 task kinds x 30 tasks (1,518 completions, 71,040 output tokens): 27 minutes
+on one core of the project's 2-core CPU with other work on the other (1,607 s). The packaged store
+(``engine/data/output_store/``) was built that way; ``info.built_on`` in the file names the packages. Never build it
+on the repositories it will serve or be benchmarked on.
 """
 
 from __future__ import annotations
