@@ -28,7 +28,7 @@ from .kv_cache import new_kv_cache
 from .lean_forward import hidden_rows, weights_pinned
 from .model import LoadedModel
 from .prompt_ids import prompt_ids
-from .stops import hit_stop, stop_end, stop_tokens, stop_touching
+from .stops import hit_stop, one_line, stop_end, stop_tokens, stop_touching
 from .verify import SamplingParams
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class SpeculativeDecoder:
         """A fresh per-document FastCoder cache, to pass to :meth:`generate` across requests."""
         return FastCoderCache(n_min=self.options.get("n_min", 2))
 
-    def _make_drafter(self, cache, greedy: bool = True, one_line: bool = False):
+    def _make_drafter(self, cache, greedy: bool = True, line: bool = False):
         if self.method == "suffix":  # one drafter: its SuffixDecodingCache outlives a generation
             if self._suffix_drafter is None:
                 self._suffix_drafter = make_drafter("suffix", None, **self.options)
@@ -195,9 +195,8 @@ class SpeculativeDecoder:
                                          cache, self.estimator, self.cost, greedy, self.sdsat_options,
                                          self.options)
         token_info = self.loaded.token_info if self.method == "fastcoder" else None
-        extra = {"history": self.history} if self.method == "fastcoder" else {}
-        if one_line and extra.get("history") is not None and hasattr(self.history, "for_completion"):
-            extra["history"] = self.history.for_completion(True)  # engine.output_store.WarmHistory
+        history = self.history.for_completion(line) if self.history is not None else None
+        extra = {"history": history} if self.method == "fastcoder" else {}
         return make_drafter(self.method, token_info, self.repo_datastore, self.common_datastore,
                             cache=cache, estimator=self.estimator, cost=self.cost, **extra, **self.options)
 
@@ -247,8 +246,7 @@ class SpeculativeDecoder:
         if not params.greedy:
             generator = torch.Generator(device=self.loaded.device)
             generator.manual_seed(seed if seed is not None else secrets.randbits(63))
-        one_line = bool(stop) and "\n" in stop  # the history a one-line completion drafts from (WarmHistory)
-        drafter = None if self.method == "ar" else self._make_drafter(cache, params.greedy, one_line)
+        drafter = None if self.method == "ar" else self._make_drafter(cache, params.greedy, one_line(stop))
         with weights_pinned(self.loaded.model):  # the fused layer's weight check once, not at every forward
             return self._generate(ids, max_new_tokens, params, generator, drafter, stop, cancel, truncated, cache,
                                   deadline, remaining)

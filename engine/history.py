@@ -235,6 +235,11 @@ class CompletionHistory:
         """Approximate memory held (bytes)."""
         return 8 * len(self._buf) + 64 * len(self._starts) + self.mirror.nbytes
 
+    def for_completion(self, one_line: bool) -> "CompletionHistory":
+        """The history a completion drafts from: this one (:class:`engine.output_store.WarmHistory` gives one-line
+        completions its session part)."""
+        return self
+
     def add(self, prompt_tail: Sequence[int], output: Sequence[int]) -> None:
         """Store one finished generation: its ``output`` token ids (an end-of-sequence token excluded) after
         the last :attr:`context_tokens` of ``prompt_tail``. An empty output stores nothing; an output longer

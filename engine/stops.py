@@ -16,6 +16,12 @@ from typing import Sequence
 import numpy as np
 
 
+def one_line(stop: Sequence[str] | None) -> bool:
+    """Whether a completion ends at the end of its line (a stop string ``"\\n"``): the editor's line completions,
+    which draft without the draft head and from the session's own completions only."""
+    return bool(stop) and "\n" in stop
+
+
 def stop_texts(stop: Sequence[str] | None, tokenizer) -> tuple[str, ...] | None:
     """The non-empty ``stop`` strings, or None without any or without a tokenizer to spell them."""
     texts = tuple(s for s in stop or () if s)

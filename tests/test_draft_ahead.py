@@ -160,8 +160,8 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
             common = Datastore.from_documents(common_docs, tiny_coder.vocab_size)
             trees, drafters = [], []
 
-            def make(self, cache, greedy=True, one_line=False, fused=fused, drafters=drafters):
-                d = real_make(self, cache, greedy, one_line)
+            def make(self, cache, greedy=True, line=False, fused=fused, drafters=drafters):
+                d = real_make(self, cache, greedy, line)
                 drafters.append(d)
                 if not fused:
                     d.draft_ahead = lambda eos, max_new: None

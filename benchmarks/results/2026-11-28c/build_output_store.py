@@ -39,7 +39,7 @@ def main():
     from engine.common_datastore import tokenizer_fingerprint
     from engine.datastore import Datastore
 
-    loaded = load_model("/work/shared/models/tiny-py-coder")
+    loaded = load_model(str(Path(__file__).resolve().parents[4] / "shared" / "models" / "tiny-py-coder"))
     site = Path(sys.prefix) / "lib/python3.11/site-packages"
     common = _load_common(loaded, "stdlib")
     eos = set(loaded.eos_token_ids or ())

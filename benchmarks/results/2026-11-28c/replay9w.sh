@@ -1,6 +1,6 @@
 #!/bin/bash
 TAG=$1; COMMON=$2; shift 2
-cd /work/main
+cd "$(dirname "$0")/../../.."
 for kind in function fim-line fim-block; do for repo in jinja2 pluggy pygls; do
 WARM_PARTS=${WARM_PARTS:-/tmp/s18/parts} PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/results/2026-11-28c/replay_warm_history.py \
   --repo .venv/lib/python3.11/site-packages/$repo --task-kind $kind --tasks 10 --common $COMMON \
