@@ -13,6 +13,7 @@ import sys
 
 #: Python's GIL switch interval in the server (seconds; the interpreter's default is 0.005).
 GIL_SWITCH_INTERVAL_S = 0.0005
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def default_threads() -> int:
@@ -38,14 +39,23 @@ def set_default_threads() -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Command-line options: ``--tcp PORT`` (debugging), ``--host``, ``--log-level``."""
+    """Command-line options: ``--tcp PORT`` (debugging), ``--host``, ``--log-level`` (default
+    ``$FASTCODER_LOG_LEVEL``, so an editor's server environment setting can turn on DEBUG); an unknown level in
+    the variable logs at INFO after a message on stderr (the server still starts)."""
     parser = argparse.ArgumentParser(prog="fastcoder-lsp", description="fastcoder inline-completion language server")
     parser.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
     parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on a TCP port instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="TCP host (with --tcp)")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="level of the stderr log (the pygls logger stays at WARNING)")
-    return parser.parse_args(argv)
+    level = os.environ.get("FASTCODER_LOG_LEVEL", "").strip().upper() or "INFO"
+    parser.add_argument("--log-level", default=level, type=str.upper, choices=LOG_LEVELS,
+                        help="level of the stderr log (the pygls logger stays at WARNING); default "
+                             "$FASTCODER_LOG_LEVEL, else INFO")
+    args = parser.parse_args(argv)
+    if args.log_level not in LOG_LEVELS:  # only the environment's value can get here: start anyway
+        print(f"fastcoder-lsp: FASTCODER_LOG_LEVEL={args.log_level!r} is not one of {', '.join(LOG_LEVELS)}; "
+              "logging at INFO", file=sys.stderr)
+        args.log_level = "INFO"
+    return args
 
 
 def _preimport_engine() -> None:
@@ -55,13 +65,22 @@ def _preimport_engine() -> None:
         logging.getLogger("fastcoder.lsp").debug("pre-import of engine failed: %s", exc)
 
 
+def configure_logging(level: str) -> None:
+    """The stderr log (the editor's output channel): ``level`` for fastcoder's own loggers (``fastcoder.*``,
+    ``engine.*``, ``lsp_server.*``); at DEBUG the libraries stay at INFO (watchdog and asyncio would flood it) and
+    pygls at WARNING always."""
+    logging.basicConfig(stream=sys.stderr, level=max(logging.INFO, getattr(logging, level)),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in ("fastcoder", "engine", "lsp_server"):
+        logging.getLogger(name).setLevel(getattr(logging, level))
+    logging.getLogger("pygls").setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastcoder-lsp`` console script; returns the exit status."""
     args = parse_args(argv)
     set_default_threads()
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pygls").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
     from .server import create_server  # noqa: PLC0415 (after logging is configured)
 
     # Indexing threads run Python loops while the model worker runs a forward pass, which hands the

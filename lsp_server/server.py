@@ -459,23 +459,45 @@ def _empty() -> types.InlineCompletionList:
 
 async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """``textDocument/inlineCompletion``: an empty list unless the backend is ready, the document is known and
-    the position valid; cancel-previous per document; results for an outdated document version are dropped."""
+    the position valid; cancel-previous per document; results for an outdated document version are dropped.
+    Every request leaves one DEBUG line with how it ended (``fastcoder-lsp --log-level DEBUG`` or
+    ``FASTCODER_LOG_LEVEL=DEBUG``): a failure seen once in an editor can be read in its log."""
     t_start = time.perf_counter()
+    ended = ["cancelled"]  # set by _complete before each return; an exception leaves "cancelled" or its name
+    try:
+        return await _complete(ls, params, t_start, ended)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        ended[0] = f"error {type(exc).__name__}"
+        raise
+    finally:
+        pos = params.position
+        log.debug("inlineCompletion %s:%d:%d %s after %.0f ms", params.text_document.uri, pos.line, pos.character,
+                  ended[0], (time.perf_counter() - t_start) * 1000)
+
+
+async def _complete(ls: FastcoderServer, params: types.InlineCompletionParams, t_start: float,
+                    ended: list[str]) -> types.InlineCompletionList:
     if ls.backend.state != "ready":
+        ended[0] = f"empty: backend {ls.backend.state}"
         return _empty()
     uri = params.text_document.uri
     doc = ls.workspace.text_documents.get(uri)
     if doc is None:
         ls.show("info", f"fastcoder: inline completion for a document that is not open: {uri}")
+        ended[0] = "empty: document not open"
         return _empty()
     pos = params.position
     lines = doc.lines
     if not _position_valid(lines, pos):
         log.info("position %s outside %s (%d lines)", pos, uri, len(lines))
+        ended[0] = "empty: position outside the document"
         return _empty()
     source = doc.source
     if len(source) > MAX_DOCUMENT_CHARS or "\0" in source:
         ls.show("info", f"fastcoder: {uri} is too large or binary; no completions")
+        ended[0] = "empty: document too large or binary"
         return _empty()
     offset = doc.offset_at_position(pos)
     path = uri_to_path(uri)
@@ -491,6 +513,7 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
         if rest is not None:
             ls.host.counters["type_through"] += 1
             ls.host.type_through_ms.append((time.perf_counter() - t_start) * 1000)
+            ended[0] = f"typed through: {rest!r}"
             return _items(rest, pos)
     req = CompletionRequest(uri=uri, version=doc.version, prefix=prefix, suffix=suffix,
                             folder=ls.host.folder_of(path), cancel=CancelEvent())
@@ -520,8 +543,10 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
         if outcome.text is not None:  # computed for an older version: never shown
             ls.host.counters["stale_answers"] += 1
             ls.host.counters["wasted_tokens"] += int(outcome.stats.get("new_tokens") or 0)
+        ended[0] = f"empty: {outcome.finish_reason}" if outcome.text is None else \
+            f"empty: stale (version {req.version}, now {current.version if current is not None else 'closed'})"
         return _empty()
-    log.debug("completion %s:%d:%d %.0f ms %r", uri, pos.line, pos.character, outcome.latency_ms, outcome.text)
+    ended[0] = f"{outcome.finish_reason} {outcome.latency_ms:.0f} ms: {outcome.text!r}"
     return _items(outcome.text, pos)
 
 

@@ -365,3 +365,40 @@ def test_server_threads_default_to_all_cpus_but_one_and_keep_the_users_setting(m
     assert entry.set_default_threads() == "1" and entry.os.environ["OMP_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert entry.set_default_threads() == "3"
+
+
+def test_log_level_comes_from_the_environment_and_a_bad_one_still_starts(monkeypatch, capsys):
+    """FASTCODER_LOG_LEVEL (set through an editor's server environment setting) is the default of --log-level; the
+    flag wins over it; an unknown level logs at INFO after a message instead of stopping the server."""
+    from lsp_server import __main__ as entry
+
+    monkeypatch.delenv("FASTCODER_LOG_LEVEL", raising=False)
+    assert entry.parse_args([]).log_level == "INFO"
+    monkeypatch.setenv("FASTCODER_LOG_LEVEL", "debug")
+    assert entry.parse_args([]).log_level == "DEBUG"
+    assert entry.parse_args(["--log-level", "warning"]).log_level == "WARNING"  # as the README spells it
+    monkeypatch.setenv("FASTCODER_LOG_LEVEL", "loud")
+    assert entry.parse_args([]).log_level == "INFO"
+    assert "FASTCODER_LOG_LEVEL='LOUD'" in capsys.readouterr().err
+
+
+def test_every_inline_completion_leaves_one_debug_line_saying_how_it_ended(caplog):
+    """A request that got nothing to show says why in the server's DEBUG log (here: the model still loading),
+    so an empty answer seen once in an editor can be read back."""
+    import asyncio
+    import logging
+    from types import SimpleNamespace
+
+    from lsprotocol import types
+
+    from lsp_server.server import complete
+
+    ls = SimpleNamespace(backend=SimpleNamespace(state="loading"))
+    params = types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri="file:///w/a.py"), position=types.Position(3, 4),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+    with caplog.at_level(logging.DEBUG, logger="fastcoder.lsp"):
+        res = asyncio.run(complete(ls, params))
+    assert list(res.items) == []
+    lines = [r.getMessage() for r in caplog.records if r.name == "fastcoder.lsp"]
+    assert len(lines) == 1 and lines[0].startswith("inlineCompletion file:///w/a.py:3:4 empty: backend loading"), lines
