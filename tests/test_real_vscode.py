@@ -85,6 +85,8 @@ USER_SETTINGS = {
     # fastcoder.typeThrough stays at its default (on), as a user has it: after a burst of keys the suggestion
     # shown must still equal a fresh request's
     "fastcoder.trace.server": "messages",  # the LSP traffic goes to the extension's log: cancellations are counted
+    # one line per inline completion request in the extension's log (how it ended): a timeout's message shows them
+    "fastcoder.server.env": {"FASTCODER_LOG_LEVEL": "DEBUG"},
 }
 
 # JS: record ghost text and the fastcoder status bar text on every DOM mutation, and every keydown,
@@ -195,6 +197,7 @@ class Workbench:
         self.driver = None
         self.times: dict[str, float] = {}
         self.shots: dict[str, Path] = {}
+        self.timeouts = 0  # waits that timed out so far (each keeps its own screenshot)
         self.user_data = tmp / "user-data"
         self.settings_path = self.user_data / "User" / "settings.json"
         self.settings_path.parent.mkdir(parents=True)
@@ -284,19 +287,20 @@ class Workbench:
         try:
             return WebDriverWait(self.driver, timeout, poll_frequency=poll).until(lambda d: cond())
         except Exception as e:  # TimeoutException: say what was awaited, and keep a screenshot
-            shot = self.screenshot("timeout")
+            self.timeouts += 1  # one screenshot per timeout: a later one must not overwrite the failure's
+            shot = self.screenshot(f"timeout-{self.timeouts}-{re.sub(r'[^a-z0-9]+', '-', what.lower())[:40]}")
             raise AssertionError(f"timed out after {timeout} s waiting for {what} (screenshot {shot}); "
                                  f"status bar: {self.status_text()!r}; ghost: {self.ghost()!r}; "
                                  f"extension log tail:\n{self.extension_log_tail()}") from e
 
-    def extension_log_tail(self, lines: int = 40) -> str:
+    def extension_log_tail(self, lines: int = 80) -> str:
         """The last ``lines`` lines of the extension's log (``logs/*/exthost*/fastcoder.fastcoder/fastcoder.log``:
         server start, restarts, readiness, the server's stderr), for a failure message; "" when code-server
         wrote none. Never raises."""
         try:
             logs = sorted(self.user_data.glob("logs/**/*astcoder*.log"), key=lambda f: f.stat().st_mtime)
             return "\n".join(f"== {f.name}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-lines:])
-                             for f in logs[-2:])[-6000:]
+                             for f in logs[-2:])[-12000:]
         except OSError as err:
             return f"(unreadable: {err})"
 

@@ -41,7 +41,8 @@ function isFile(p: string): boolean {
   }
 }
 
-class FastcoderExtension implements vscode.Disposable {
+/** The extension's state: its language client, status bar item, commands and settings sync (exported for tests). */
+export class FastcoderExtension implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private readonly output = vscode.window.createOutputChannel('fastcoder', { log: true });
   private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
@@ -205,6 +206,7 @@ class FastcoderExtension implements vscode.Disposable {
     this.serverStatus = undefined;
     this.inFlight = 0;
     this.clientState.generating = false;
+    this.clientState.progress = undefined; // the old server's last progress message is not the new one's
     await this.start();
   }
 
@@ -257,8 +259,13 @@ class FastcoderExtension implements vscode.Disposable {
     if (!client || !client.isRunning() || !this.statusSupported) return this.serverStatus;
     this.lastPoll = Date.now();
     try {
-      this.serverStatus = normalizeStatus(await client.sendRequest<unknown>(STATUS_METHOD, {}, token));
+      const answer = await client.sendRequest<unknown>(STATUS_METHOD, {}, token);
+      // A restart while the request was out: the old server's "ready" would show over the new one's loading
+      // (and a user, or a test, would type before the new server can answer).
+      if (this.client !== client) return this.serverStatus;
+      this.serverStatus = normalizeStatus(answer);
     } catch (e) {
+      if (this.client !== client) return this.serverStatus;
       if (e instanceof ResponseError && e.code === ErrorCodes.MethodNotFound) {
         this.statusSupported = false;
         this.serverStatus = { state: 'ready', error: null };

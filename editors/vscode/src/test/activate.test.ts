@@ -109,3 +109,43 @@ describe('activate() with a mocked vscode', () => {
     }
   });
 });
+
+describe('a restart while a status request is out', () => {
+  it("does not show the old server's ready status over the new server's loading", async () => {
+    const rec: Recorded = { commands: new Map(), executed: [], errors: [], statusTexts: [] };
+    const vscodeMock = mockVscode(rec, { enable: true }, []);
+    const originalLoad = Module._load;
+    Module._load = function (request: string, ...rest: unknown[]) {
+      return request === 'vscode' ? vscodeMock : originalLoad.call(this, request, ...rest);
+    };
+    try {
+      for (const m of ['../extension', '../cursor', '../settings', '../serverCommand', '../status']) {
+        delete require.cache[require.resolve(m)]; // load them again against this test's vscode mock
+      }
+      const { FastcoderExtension } = require('../extension');
+      const ext = new FastcoderExtension();
+      let answer: (v: unknown) => void = () => undefined;
+      const oldClient = {
+        isRunning: () => true,
+        sendRequest: () => new Promise((resolve) => (answer = resolve)),
+        stop: () => Promise.resolve(),
+      };
+      ext.client = oldClient; // the server being restarted, its status request still out
+      const pending = ext.refreshStatus();
+      await ext.stop(); // what restart() does first; the new client then starts loading
+      answer({ state: 'ready', lastLatencyMs: 131 }); // the old server's answer arrives late
+      await pending;
+      assert.equal(ext.serverStatus, undefined);
+      assert.match(rec.statusTexts[rec.statusTexts.length - 1], /^\$\(sync~spin\) fastcoder: /);
+      // the same request answered before any restart is shown
+      ext.client = oldClient;
+      const shown = ext.refreshStatus();
+      answer({ state: 'ready', lastLatencyMs: 131 });
+      await shown;
+      assert.equal(rec.statusTexts[rec.statusTexts.length - 1], '$(check) fastcoder 131 ms');
+      ext.dispose();
+    } finally {
+      Module._load = originalLoad;
+    }
+  });
+});
