@@ -138,6 +138,26 @@ class OutputStore:
         except Exception as err:  # noqa: BLE001 - zipfile / numpy errors of a corrupt file
             raise ValueError(f"{path}: not an output store ({err})") from None
 
+    @classmethod
+    def merged(cls, stores: Sequence["OutputStore"], info: dict | None = None) -> "OutputStore":
+        """One store holding every sequence of ``stores``, in order (their ``info["built_on"]`` lists joined).
+
+        Raises:
+            ValueError: no store, or stores of different models (their :attr:`model` identities differ).
+        """
+        if not stores:
+            raise ValueError("no output store to merge")
+        model = stores[0].model
+        for other in stores[1:]:
+            if other.model != model:
+                raise ValueError(f"output stores of different models: {model} and {other.model}")
+        sizes = np.asarray([len(st.tokens) for st in stores], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        offsets = np.concatenate([[0]] + [st.offsets[1:] + start for st, start in zip(stores, starts)])
+        built_on = [b for st in stores for b in st.info.get("built_on", [])]
+        return cls(np.concatenate([st.tokens for st in stores]), offsets, np.concatenate([st.tails for st in stores]),
+                   dict(model), {**dict(info or {}), "built_on": built_on})
+
     def describe(self) -> dict:
         """Plain data for status and benchmark reports."""
         return {"model": self.model, "sequences": self.num_sequences, "output_tokens": self.output_tokens,

@@ -128,6 +128,37 @@ def test_build_command_writes_a_store_the_decoder_then_uses(tmp_path, handlers_r
                              cwd=ROOT, capture_output=True, text=True, timeout=600,
                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert missing.returncode == 2 and "not a folder" in missing.stderr
+    # --add: a store grows by more packages; the earlier sequences come first, unchanged
+    grown_path = tmp_path / "grown.npz"
+    grown_run = subprocess.run([sys.executable, "-m", "engine", "build-output-store", "--model", str(tiny_coder.name),
+                                "--repo", str(handlers_repo), "--kinds", "fim-block", "--tasks", "2",
+                                "--max-new-tokens", "8", "--common", "none", "--threads", "1", "--add", str(out),
+                                "--out", str(grown_path)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert grown_run.returncode == 0, grown_run.stderr[-2000:]
+    grown = ost.OutputStore.load(grown_path)
+    assert [s["kind"] for s in grown.info["built_on"]] == ["function", "fim-line", "fim-block"]
+    old_seqs = [(t.tolist(), o.tolist()) for t, o in store.sequences()]
+    assert [(t.tolist(), o.tolist()) for t, o in grown.sequences()][:len(old_seqs)] == old_seqs
+    assert grown.num_sequences > store.num_sequences
+    other = _store([([1], [2])]).save(tmp_path / "other.npz")  # another model's store is refused
+    refused = subprocess.run([sys.executable, "-m", "engine", "build-output-store", "--model", str(tiny_coder.name),
+                              "--repo", str(handlers_repo), "--add", str(other), "--out", str(tmp_path / "y.npz")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert refused.returncode == 2 and "written by another model" in refused.stderr and not (tmp_path / "y.npz").exists()
+
+
+def test_stores_merge_in_order_and_only_for_one_model():
+    a = _store([([1, 2], [3, 4])], info={"built_on": [{"repo": "a"}]})
+    b = _store([([5], [6]), ([], [7, 8, 9])], info={"built_on": [{"repo": "b"}]})
+    both = ost.OutputStore.merged([a, b], {"note": "x"})
+    assert [(t.tolist(), o.tolist()) for t, o in both.sequences()] == [([1, 2], [3, 4]), ([5], [6]), ([], [7, 8, 9])]
+    assert (both.output_tokens, both.info) == (6, {"note": "x", "built_on": [{"repo": "a"}, {"repo": "b"}]})
+    with pytest.raises(ValueError, match="different models"):
+        ost.OutputStore.merged([a, _store([([1], [2])], model={"params": 4})])
+    with pytest.raises(ValueError):
+        ost.OutputStore.merged([])
 
 
 def test_the_bench_reports_the_store_and_warns_when_it_was_built_on_the_repository(tmp_path, monkeypatch, capsys):

@@ -9,7 +9,8 @@ The store is written where :func:`engine.output_store.find_output_store` looks (
 Cost: tiny-py-coder, 18 packages x 3 task kinds x 30 tasks (1,518 completions, 71,040 output tokens): 27 minutes
 on one core of the project's 2-core CPU with other work on the other (1,607 s). The packaged store
 (``engine/data/output_store/``) was built that way; ``info.built_on`` in the file names the packages. Never build it
-on the repositories it will serve or be benchmarked on.
+on the repositories it will serve or be benchmarked on. ``--add STORE`` keeps an earlier store's sequences in the new
+one: a store can grow by packages later, or be built in parts, one process per core, and merged.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def add_command(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     add_replay_arguments(p, "output store")
     p.add_argument("--tail", type=int, default=DEFAULT_TAIL, help="prompt tokens kept before each output")
+    p.add_argument("--add", action="append", type=Path, default=[], metavar="STORE",
+                   help="an output store of the same model whose sequences the new one also holds (repeatable): "
+                        "build on more packages later, or in parts on several cores, and merge")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.set_defaults(func=run)
@@ -68,10 +72,21 @@ def run(args: argparse.Namespace) -> int:
     from ..acceptance_prior import model_identity  # noqa: PLC0415
     from ..output_store import OutputStore, default_store_folder, store_file_name  # noqa: PLC0415
 
+    try:
+        added = [OutputStore.load(path) for path in args.add]
+    except (OSError, ValueError) as err:
+        print(f"fastcoder: error: --add: {err}", file=sys.stderr)
+        return 2
     ready = load_for_replay(args, args.device, args.dtype)
     if ready is None:
         return 2
     loaded, common, kinds = ready
+    identity = model_identity(loaded.model)
+    for path, other in zip(args.add, added):
+        if other.model != identity:
+            print(f"fastcoder: error: --add {path}: written by another model ({other.model}, not {identity})",
+                  file=sys.stderr)
+            return 2
     t0 = time.perf_counter()
     pairs, sources = [], []
     with torch.inference_mode():
@@ -87,13 +102,13 @@ def run(args: argparse.Namespace) -> int:
                 tokens = sum(len(out) for _, out in got)
                 sources.append({"repo": repo.name, "kind": kind, "completions": len(got), "tokens": tokens})
                 print(f"{repo.name} {kind}: {len(got)} completions, {tokens} tokens", file=sys.stderr)
-    if not pairs:
+    if not pairs and not added:
         print("fastcoder: error: no output to store (no tasks, or every output empty)", file=sys.stderr)
         return 2
-    store = OutputStore.from_sequences(pairs, model_identity(loaded.model), {
-        "model_name": Path(str(loaded.name)).name, "built_on": sources, "task_seed": args.seed,
-        "tasks": args.tasks, "max_new_tokens": args.max_new_tokens, "tail": args.tail,
-        "seconds": round(time.perf_counter() - t0, 1)})
+    info = {"model_name": Path(str(loaded.name)).name, "built_on": sources, "task_seed": args.seed,
+            "tasks": args.tasks, "max_new_tokens": args.max_new_tokens, "tail": args.tail,
+            "seconds": round(time.perf_counter() - t0, 1) + sum(float(o.info.get("seconds") or 0) for o in added)}
+    store = OutputStore.merged([*added, OutputStore.from_sequences(pairs, identity, info)], info)
     path = store.save(args.out or default_store_folder() / store_file_name(store.model))
     print(json.dumps({"path": str(path), **store.describe()}))
     return 0
