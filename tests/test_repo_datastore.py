@@ -234,6 +234,34 @@ def test_exclude_span_keeps_target_out(tmp_path, tokenizer):
     assert full.search(q).match_length == len(q)
 
 
+def test_builds_sharing_a_chunk_cache_equal_fresh_builds_and_tokenise_less(tmp_path, tokenizer, monkeypatch):
+    """One D_r per task (the benchmark, build-output-store): with one chunk cache, a second build with another span cut
+    out holds the same tokens as a build from scratch, and tokenises only the chunks it had not seen."""
+    from engine import source_chunks
+
+    more = {f"pkg/m{i}.py": "".join(f"def f{i}_{j}(x):\n    return x + {j}\n\n" for j in range(40)) for i in range(10)}
+    write_tree(tmp_path, {**FILES, **more})
+    text = FILES["pkg/util.py"]
+    spans = [(str(tmp_path / "pkg/util.py"), 0, len(text) // 3), (str(tmp_path / "pkg/util.py"), len(text) // 2, len(text))]
+    chars = [0]  # characters given to the tokenizer (the encoder's calibration included, the same in every build)
+    real = source_chunks.tokenize_texts
+    monkeypatch.setattr(source_chunks, "tokenize_texts",
+                        lambda tok, texts: chars.__setitem__(0, chars[0] + sum(map(len, texts))) or real(tok, texts))
+
+    def build(span, cache=None):
+        chars[0] = 0
+        return RepoDatastore.build(tmp_path, tokenizer, exclude_span=span, chunk_cache=cache), chars[0]
+
+    cache: dict = {}
+    (shared_a, _), (shared_b, cached_chars) = build(spans[0], cache), build(spans[1], cache)
+    (fresh_a, _), (fresh_b, fresh_chars) = build(spans[0]), build(spans[1])
+    for a, b in ((shared_a, fresh_a), (shared_b, fresh_b)):
+        assert sorted(a._files) == sorted(b._files)
+        for rel in a._files:
+            assert [d.tolist() for d in a._files[rel]] == [d.tolist() for d in b._files[rel]], rel
+    assert cache and cached_chars < fresh_chars / 2, (cached_chars, fresh_chars)
+
+
 def test_reader_thread_during_updates(tmp_path, tokenizer):
     write_tree(tmp_path, FILES)
     repo = RepoDatastore.build(tmp_path, tokenizer)

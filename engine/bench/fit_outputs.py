@@ -42,9 +42,10 @@ def complete_tasks(loaded, repo: Path, kind: str, num_tasks: int, seed: int, max
     tasks = extract_tasks(repo, loaded.tokenizer, num_tasks, seed, _default_prompt_budget(loaded, max_new_tokens),
                           kind=kind)
     eos = set(loaded.eos_token_ids or ())
-    pairs = []
+    pairs, chunks = [], {}  # one tokenisation of the repository for all its tasks' D_r
     for task in tasks:
-        decoder = make_decoder(loaded, "fastcoder", build_repo_datastore(repo, loaded.tokenizer, task, ()), common)
+        decoder = make_decoder(loaded, "fastcoder", build_repo_datastore(repo, loaded.tokenizer, task, (), chunks),
+                               common)
         out = [t for t in run_one(decoder, "fastcoder", task.prompt_ids, max_new_tokens, stop=task.stop)["token_ids"]
                if t not in eos]
         if out:

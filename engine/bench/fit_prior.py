@@ -60,6 +60,7 @@ def replay_drafts(loaded, repo: Path, kind: str, num_tasks: int, seed: int, max_
     ar = SpeculativeDecoder(loaded, method="ar")
     history = CompletionHistory()
     eos = set(loaded.eos_token_ids or ())
+    chunks: dict = {}  # one tokenisation of the repository for all its tasks' D_r
     for task in tasks:
         res = ar.generate(list(task.prompt_ids), max_new_tokens=max_new_tokens, stop=list(task.stop) or None,
                           temperature=0.0)
@@ -69,7 +70,7 @@ def replay_drafts(loaded, repo: Path, kind: str, num_tasks: int, seed: int, max_
         if len(reference) < 2:
             continue
         dec = SpeculativeDecoder(loaded, method="fastcoder", draft_head=False,
-                                 repo_datastore=build_repo_datastore(repo, loaded.tokenizer, task, ()),
+                                 repo_datastore=build_repo_datastore(repo, loaded.tokenizer, task, (), chunks),
                                  common_datastore=common, verify_cost=VerifyCost.flat(),
                                  acceptance_estimator=estimator, completion_history=history)
         drafter = dec._make_drafter(dec.new_cache())

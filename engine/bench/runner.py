@@ -357,26 +357,29 @@ def run_order(methods: Sequence[str], task_index: int) -> list[str]:
     return row[::-1] if r >= n else row
 
 
-def build_repo_datastore(root: Path, tokenizer, task: Task | None, exclude: Sequence[str]):
+def build_repo_datastore(root: Path, tokenizer, task: Task | None, exclude: Sequence[str],
+                         chunk_cache: dict | None = None):
     """D_r for one task: the repository with ``task``'s body span cut out of its file (the file is
     indexed as two documents, before and after the span), so retrieval cannot copy the target
     (``RepoDatastore.build(..., exclude_span=(path, start_char, end_char))``). ``task=None``: the
-    whole repository."""
+    whole repository. ``chunk_cache``: shared by the builds of one repository (tokenised once)."""
     from engine.repo_datastore import RepoDatastore
 
     span = None if task is None else (task.path, task.body_start, task.body_end)
-    return RepoDatastore.build(root, tokenizer, exclude=list(exclude), exclude_span=span)
+    return RepoDatastore.build(root, tokenizer, exclude=list(exclude), exclude_span=span, chunk_cache=chunk_cache)
 
 
 def memoized(repo_factory: Callable) -> Callable:
     """``repo_factory`` that builds each task's D_r once (the timed runs and the ceiling replay
-    share it)."""
+    share it); :func:`build_repo_datastore` also tokenises the repository once for all tasks (a chunk cache)."""
     built: dict = {}
+    chunks: dict = {}
 
     def factory(root, tokenizer, task, exclude):
         key = None if task is None else task.task_id
         if key not in built:
-            built[key] = repo_factory(root, tokenizer, task, exclude)
+            built[key] = repo_factory(root, tokenizer, task, exclude, chunks) \
+                if repo_factory is build_repo_datastore else repo_factory(root, tokenizer, task, exclude)
         return built[key]
 
     return factory
