@@ -49,6 +49,8 @@ export class FastcoderExtension implements vscode.Disposable {
   private serverStatus: ServerStatus | undefined;
   private readonly clientState: ClientState = { enabled: true, generating: false };
   private inFlight = 0;
+  /** Restarts so far: a request sent to a server before a restart does not count in the new one's `inFlight`. */
+  private restarts = 0;
   private pollTimer: NodeJS.Timeout | undefined;
   private lastPoll = 0;
   private statusSupported = true;
@@ -175,11 +177,12 @@ export class FastcoderExtension implements vscode.Disposable {
         },
         provideInlineCompletionItems: async (document, position, context, token, next) => {
           if (!this.clientState.enabled) return null;
+          const restarts = this.restarts;
           this.setGenerating(+1);
           try {
             return await next(document, position, context, token);
           } finally {
-            this.setGenerating(-1);
+            if (restarts === this.restarts) this.setGenerating(-1); // else restart() already cleared the count
             if (!token.isCancellationRequested) void this.refreshStatus();
           }
         },
@@ -204,6 +207,7 @@ export class FastcoderExtension implements vscode.Disposable {
     this.output.info('restarting fastcoder-lsp');
     await this.stop();
     this.serverStatus = undefined;
+    this.restarts += 1;
     this.inFlight = 0;
     this.clientState.generating = false;
     this.clientState.progress = undefined; // the old server's last progress message is not the new one's

@@ -149,3 +149,43 @@ describe('a restart while a status request is out', () => {
     }
   });
 });
+
+describe('a completion request that ends after a restart', () => {
+  it("does not end the spinner of a request sent to the new server", async () => {
+    const rec: Recorded = { commands: new Map(), executed: [], errors: [], statusTexts: [] };
+    const emptyWorkspace = fs.mkdtempSync(path.join(os.tmpdir(), 'fastcoder-restart-'));
+    const vscodeMock = mockVscode(rec, { enable: true, 'server.command': '', 'server.pythonPath': '' }, [emptyWorkspace]);
+    const originalLoad = Module._load;
+    const savedPath = process.env.PATH;
+    Module._load = function (request: string, ...rest: unknown[]) {
+      return request === 'vscode' ? vscodeMock : originalLoad.call(this, request, ...rest);
+    };
+    process.env.PATH = emptyWorkspace; // the restarted server is not found: start() reports it and returns
+    try {
+      for (const m of ['../extension', '../cursor', '../settings', '../serverCommand', '../status']) {
+        delete require.cache[require.resolve(m)];
+      }
+      const { FastcoderExtension } = require('../extension');
+      const ext = new FastcoderExtension();
+      const provide = ext.clientOptions().middleware.provideInlineCompletionItems;
+      const token = { isCancellationRequested: true }; // no status refresh after each answer
+      const answers: ((v: unknown) => void)[] = [];
+      const next = () => new Promise((resolve) => answers.push(resolve));
+      const before = provide({}, {}, {}, token, next); // asked of the server about to be restarted
+      assert.equal(ext.clientState.generating, true);
+      await ext.restart();
+      const after = provide({}, {}, {}, token, next); // asked of the new server
+      answers[0](null);
+      await before;
+      assert.equal(ext.clientState.generating, true); // the new server's request is still out
+      answers[1](null);
+      await after;
+      assert.equal(ext.clientState.generating, false);
+      ext.dispose();
+    } finally {
+      Module._load = originalLoad;
+      process.env.PATH = savedPath;
+      fs.rmSync(emptyWorkspace, { recursive: true, force: true });
+    }
+  });
+});
