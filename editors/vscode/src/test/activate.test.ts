@@ -77,19 +77,35 @@ function mockVscode(rec: Recorded, settings: Record<string, unknown>, folders: s
   return new Proxy(api, { get: (t, prop: string) => (prop in t ? t[prop] : anything()) });
 }
 
+/**
+ * Run ``body`` with a fresh load of the extension against a mocked `vscode` (settings: no server command) and PATH
+ * set to an empty folder, so no fastcoder-lsp is found; restores both afterwards.
+ */
+async function withMockedVscode(body: (ext: any, rec: Recorded) => Promise<void>): Promise<void> {
+  const rec: Recorded = { commands: new Map(), executed: [], errors: [], statusTexts: [] };
+  const emptyWorkspace = fs.mkdtempSync(path.join(os.tmpdir(), 'fastcoder-activate-'));
+  const vscodeMock = mockVscode(rec, { enable: true, 'server.command': '', 'server.pythonPath': '' }, [emptyWorkspace]);
+  const originalLoad = Module._load;
+  const savedPath = process.env.PATH;
+  Module._load = function (request: string, ...rest: unknown[]) {
+    return request === 'vscode' ? vscodeMock : originalLoad.call(this, request, ...rest);
+  };
+  process.env.PATH = emptyWorkspace; // no fastcoder-lsp anywhere
+  try {
+    for (const m of ['../extension', '../cursor', '../settings', '../serverCommand', '../status']) {
+      delete require.cache[require.resolve(m)]; // load them again against this test's vscode mock
+    }
+    await body(require('../extension'), rec);
+  } finally {
+    Module._load = originalLoad;
+    process.env.PATH = savedPath;
+    fs.rmSync(emptyWorkspace, { recursive: true, force: true });
+  }
+}
+
 describe('activate() with a mocked vscode', () => {
   it('registers the commands and reports a missing server with an Open settings action', async () => {
-    const rec: Recorded = { commands: new Map(), executed: [], errors: [], statusTexts: [] };
-    const emptyWorkspace = fs.mkdtempSync(path.join(os.tmpdir(), 'fastcoder-activate-'));
-    const vscodeMock = mockVscode(rec, { enable: true, 'server.command': '', 'server.pythonPath': '' }, [emptyWorkspace]);
-    const originalLoad = Module._load;
-    const savedPath = process.env.PATH;
-    Module._load = function (request: string, ...rest: unknown[]) {
-      return request === 'vscode' ? vscodeMock : originalLoad.call(this, request, ...rest);
-    };
-    process.env.PATH = emptyWorkspace; // no fastcoder-lsp anywhere
-    try {
-      const ext = require('../extension');
+    await withMockedVscode(async (ext, rec) => {
       const context = { subscriptions: [] as unknown[] };
       await ext.activate(context);
       for (const id of ['fastcoder.restartServer', 'fastcoder.rebuildIndex', 'fastcoder.showLog', 'fastcoder.toggleInlineCompletions', 'fastcoder.showStatus']) {
@@ -102,27 +118,13 @@ describe('activate() with a mocked vscode', () => {
       assert.deepEqual(rec.executed[0], ['workbench.action.openSettings', 'fastcoder.server']);
       assert.equal(rec.statusTexts[rec.statusTexts.length - 1], '$(error) fastcoder');
       await ext.deactivate();
-    } finally {
-      Module._load = originalLoad;
-      process.env.PATH = savedPath;
-      fs.rmSync(emptyWorkspace, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('a restart while a status request is out', () => {
   it("does not show the old server's ready status over the new server's loading", async () => {
-    const rec: Recorded = { commands: new Map(), executed: [], errors: [], statusTexts: [] };
-    const vscodeMock = mockVscode(rec, { enable: true }, []);
-    const originalLoad = Module._load;
-    Module._load = function (request: string, ...rest: unknown[]) {
-      return request === 'vscode' ? vscodeMock : originalLoad.call(this, request, ...rest);
-    };
-    try {
-      for (const m of ['../extension', '../cursor', '../settings', '../serverCommand', '../status']) {
-        delete require.cache[require.resolve(m)]; // load them again against this test's vscode mock
-      }
-      const { FastcoderExtension } = require('../extension');
+    await withMockedVscode(async ({ FastcoderExtension }, rec) => {
       const ext = new FastcoderExtension();
       let answer: (v: unknown) => void = () => undefined;
       const oldClient = {
@@ -144,28 +146,13 @@ describe('a restart while a status request is out', () => {
       await shown;
       assert.equal(rec.statusTexts[rec.statusTexts.length - 1], '$(check) fastcoder 131 ms');
       ext.dispose();
-    } finally {
-      Module._load = originalLoad;
-    }
+    });
   });
 });
 
 describe('a completion request that ends after a restart', () => {
-  it("does not end the spinner of a request sent to the new server", async () => {
-    const rec: Recorded = { commands: new Map(), executed: [], errors: [], statusTexts: [] };
-    const emptyWorkspace = fs.mkdtempSync(path.join(os.tmpdir(), 'fastcoder-restart-'));
-    const vscodeMock = mockVscode(rec, { enable: true, 'server.command': '', 'server.pythonPath': '' }, [emptyWorkspace]);
-    const originalLoad = Module._load;
-    const savedPath = process.env.PATH;
-    Module._load = function (request: string, ...rest: unknown[]) {
-      return request === 'vscode' ? vscodeMock : originalLoad.call(this, request, ...rest);
-    };
-    process.env.PATH = emptyWorkspace; // the restarted server is not found: start() reports it and returns
-    try {
-      for (const m of ['../extension', '../cursor', '../settings', '../serverCommand', '../status']) {
-        delete require.cache[require.resolve(m)];
-      }
-      const { FastcoderExtension } = require('../extension');
+  it('does not end the spinner of a request sent to the new server', async () => {
+    await withMockedVscode(async ({ FastcoderExtension }) => {
       const ext = new FastcoderExtension();
       const provide = ext.clientOptions().middleware.provideInlineCompletionItems;
       const token = { isCancellationRequested: true }; // no status refresh after each answer
@@ -173,7 +160,7 @@ describe('a completion request that ends after a restart', () => {
       const next = () => new Promise((resolve) => answers.push(resolve));
       const before = provide({}, {}, {}, token, next); // asked of the server about to be restarted
       assert.equal(ext.clientState.generating, true);
-      await ext.restart();
+      await ext.restart(); // the new server is not found here: start() reports it and returns
       const after = provide({}, {}, {}, token, next); // asked of the new server
       answers[0](null);
       await before;
@@ -182,10 +169,6 @@ describe('a completion request that ends after a restart', () => {
       await after;
       assert.equal(ext.clientState.generating, false);
       ext.dispose();
-    } finally {
-      Module._load = originalLoad;
-      process.env.PATH = savedPath;
-      fs.rmSync(emptyWorkspace, { recursive: true, force: true });
-    }
+    });
   });
 });
