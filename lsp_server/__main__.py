@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
     parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on a TCP port instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="TCP host (with --tcp)")
-    level = os.environ.get("FASTCODER_LOG_LEVEL", "").strip().upper() or "INFO"
+    level = os.environ.get("FASTCODER_LOG_LEVEL", "").strip() or "INFO"  # upper-cased by ``type``, as the flag
     parser.add_argument("--log-level", default=level, type=str.upper, choices=LOG_LEVELS,
                         help="level of the stderr log (the pygls logger stays at WARNING); default "
                              "$FASTCODER_LOG_LEVEL, else INFO")

@@ -463,42 +463,40 @@ async def complete(ls: FastcoderServer, params: types.InlineCompletionParams) ->
     Every request leaves one DEBUG line with how it ended (``fastcoder-lsp --log-level DEBUG`` or
     ``FASTCODER_LOG_LEVEL=DEBUG``): a failure seen once in an editor can be read in its log."""
     t_start = time.perf_counter()
-    ended = ["cancelled"]  # set by _complete before each return; an exception leaves "cancelled" or its name
+    how = "cancelled"  # what the DEBUG line says when _complete raises CancelledError
     try:
-        return await _complete(ls, params, t_start, ended)
+        result, how = await _complete(ls, params, t_start)
+        return result
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        ended[0] = f"error {type(exc).__name__}"
+        how = f"error {type(exc).__name__}"
         raise
     finally:
         pos = params.position
         log.debug("inlineCompletion %s:%d:%d %s after %.0f ms", params.text_document.uri, pos.line, pos.character,
-                  ended[0], (time.perf_counter() - t_start) * 1000)
+                  how, (time.perf_counter() - t_start) * 1000)
 
 
-async def _complete(ls: FastcoderServer, params: types.InlineCompletionParams, t_start: float,
-                    ended: list[str]) -> types.InlineCompletionList:
+async def _complete(ls: FastcoderServer, params: types.InlineCompletionParams,
+                    t_start: float) -> tuple[types.InlineCompletionList, str]:
+    """:func:`complete`'s answer, and how it ended in words (for its DEBUG line)."""
     if ls.backend.state != "ready":
-        ended[0] = f"empty: backend {ls.backend.state}"
-        return _empty()
+        return _empty(), f"empty: backend {ls.backend.state}"
     uri = params.text_document.uri
     doc = ls.workspace.text_documents.get(uri)
     if doc is None:
         ls.show("info", f"fastcoder: inline completion for a document that is not open: {uri}")
-        ended[0] = "empty: document not open"
-        return _empty()
+        return _empty(), "empty: document not open"
     pos = params.position
     lines = doc.lines
     if not _position_valid(lines, pos):
         log.info("position %s outside %s (%d lines)", pos, uri, len(lines))
-        ended[0] = "empty: position outside the document"
-        return _empty()
+        return _empty(), "empty: position outside the document"
     source = doc.source
     if len(source) > MAX_DOCUMENT_CHARS or "\0" in source:
         ls.show("info", f"fastcoder: {uri} is too large or binary; no completions")
-        ended[0] = "empty: document too large or binary"
-        return _empty()
+        return _empty(), "empty: document too large or binary"
     offset = doc.offset_at_position(pos)
     path = uri_to_path(uri)
     prefix, suffix = source[:offset], source[offset:]
@@ -513,8 +511,7 @@ async def _complete(ls: FastcoderServer, params: types.InlineCompletionParams, t
         if rest is not None:
             ls.host.counters["type_through"] += 1
             ls.host.type_through_ms.append((time.perf_counter() - t_start) * 1000)
-            ended[0] = f"typed through: {rest!r}"
-            return _items(rest, pos)
+            return _items(rest, pos), f"typed through: {rest!r}"
     req = CompletionRequest(uri=uri, version=doc.version, prefix=prefix, suffix=suffix,
                             folder=ls.host.folder_of(path), cancel=CancelEvent())
     previous = ls.inflight.get(uri)
@@ -543,11 +540,9 @@ async def _complete(ls: FastcoderServer, params: types.InlineCompletionParams, t
         if outcome.text is not None:  # computed for an older version: never shown
             ls.host.counters["stale_answers"] += 1
             ls.host.counters["wasted_tokens"] += int(outcome.stats.get("new_tokens") or 0)
-        ended[0] = f"empty: {outcome.finish_reason}" if outcome.text is None else \
+        return _empty(), f"empty: {outcome.finish_reason}" if outcome.text is None else \
             f"empty: stale (version {req.version}, now {current.version if current is not None else 'closed'})"
-        return _empty()
-    ended[0] = f"{outcome.finish_reason} {outcome.latency_ms:.0f} ms: {outcome.text!r}"
-    return _items(outcome.text, pos)
+    return _items(outcome.text, pos), f"{outcome.finish_reason} {outcome.latency_ms:.0f} ms: {outcome.text!r}"
 
 
 def _items(text: str, pos: types.Position) -> types.InlineCompletionList:

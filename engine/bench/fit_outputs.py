@@ -106,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
     if not pairs and not added:
         print("fastcoder: error: no output to store (no tasks, or every output empty)", file=sys.stderr)
         return 2
-    info = {"model_name": Path(str(loaded.name)).name, "built_on": sources, "task_seed": args.seed,
+    info = {"model_name": Path(str(loaded.name)).name, "task_seed": args.seed,  # built_on: merged() joins them
             "tasks": args.tasks, "max_new_tokens": args.max_new_tokens, "tail": args.tail,
             "seconds": round(time.perf_counter() - t0, 1) + sum(float(o.info.get("seconds") or 0) for o in added)}
-    store = OutputStore.merged([*added, OutputStore.from_sequences(pairs, identity, info)], info)
+    store = OutputStore.merged([*added, OutputStore.from_sequences(pairs, identity, {"built_on": sources})], info)
     path = store.save(args.out or default_store_folder() / store_file_name(store.model))
     print(json.dumps({"path": str(path), **store.describe()}))
     return 0

@@ -371,15 +371,15 @@ def build_repo_datastore(root: Path, tokenizer, task: Task | None, exclude: Sequ
 
 def memoized(repo_factory: Callable) -> Callable:
     """``repo_factory`` that builds each task's D_r once (the timed runs and the ceiling replay
-    share it); :func:`build_repo_datastore` also tokenises the repository once for all tasks (a chunk cache)."""
+    share it), all of them from one chunk cache (``repo_factory`` takes it as ``chunk_cache``, as
+    :func:`build_repo_datastore` does): the repository is tokenised once for all its tasks."""
     built: dict = {}
     chunks: dict = {}
 
     def factory(root, tokenizer, task, exclude):
         key = None if task is None else task.task_id
         if key not in built:
-            built[key] = repo_factory(root, tokenizer, task, exclude, chunks) \
-                if repo_factory is build_repo_datastore else repo_factory(root, tokenizer, task, exclude)
+            built[key] = repo_factory(root, tokenizer, task, exclude, chunk_cache=chunks)
         return built[key]
 
     return factory
