@@ -29,6 +29,10 @@ match length, which FastCoder's acceptance estimates are bucketed by, understate
 such bound; ``depth_bound=False`` (FastCoder's setting) drops it, the draft then bounded by ``factor * m``
 and ``max_tokens`` only.
 
+With the tokenizer's :class:`engine.indent_shift.IndentTable` (FastCoder's setting, ``indent_shift``) every
+occurrence's continuation is re-indented to the context's current line before it is counted: a copy from a line
+of another nesting level no longer breaks at its first line break.
+
 The query runs in C where the library of :mod:`engine.native` is built (``fc_suffix_draft``: the same
 tokens, floats and match length; 0.16 -> ~0.05 ms a step in the replay), in Python otherwise.
 
@@ -46,6 +50,7 @@ import numpy as np
 
 from . import native
 from .draft_tree import SOURCE_CONTEXT, Candidates
+from .indent_shift import IndentTable, shifted_row
 
 #: The C draft (engine/native/context_copy.c, ``fc_suffix_draft``) serves settings within its fixed buffers.
 _NATIVE_MAX_CANDIDATES = 256
@@ -71,19 +76,24 @@ class SuffixMatchIndex:
         max_tokens: draft tokens at most.
         depth_bound: True: match + draft <= ``max_depth`` (SuffixDecoding's suffix-tree bound); False: the
             draft is bounded by ``factor * m`` and ``max_tokens`` only (see the module docstring).
+        indent: the tokenizer's newline-token table: copies re-indented to the context's line
+            (:mod:`engine.indent_shift`); None: copies as they were written.
     Raises:
         ValueError: ``max_depth < 2``, ``max_candidates < 1``, ``factor < 0`` or ``min_prob``
             outside [0, 1].
     """
 
     def __init__(self, max_depth: int = 24, max_candidates: int = 16, factor: float = 1.0,
-                 min_prob: float = 0.1, max_tokens: int = 16, depth_bound: bool = True):
+                 min_prob: float = 0.1, max_tokens: int = 16, depth_bound: bool = True,
+                 indent: IndentTable | None = None):
         if max_depth < 2 or max_candidates < 1 or factor < 0 or not 0.0 <= min_prob <= 1.0:
             raise ValueError(f"invalid SuffixMatchIndex settings: max_depth={max_depth}, "
                              f"max_candidates={max_candidates}, factor={factor}, min_prob={min_prob}")
         self.max_depth, self.max_candidates = int(max_depth), int(max_candidates)
         self.factor, self.min_prob, self.max_tokens = float(factor), float(min_prob), int(max_tokens)
         self.depth_bound = bool(depth_bound)
+        self.indent = indent  # copies re-indented to the context's line (engine.indent_shift); None: as they are
+        self._indent_ptr = indent.table.ctypes.data if indent is not None else None
         # the sequence: the first _n tokens of _seq ((capacity,) int64, the C draft's buffer as well); a
         # reset or an append is one numpy copy (no Python list on the C path: a 750-token prompt's reset took
         # ~100 us with the caches cold as a list and then an array, ~5 us as one copy)
@@ -161,6 +171,8 @@ class SuffixMatchIndex:
         if not found:  # (the last token itself is indexed only once a token follows it)
             return [], [], 0
         depth = self.max_depth
+        indent = self.indent
+        width_n = indent.line_width(toks, n) if indent is not None else -1
         by_length: dict[int, list[int]] = {}  # match length -> continuation starts, most recent first
         for s in found[:-self.max_candidates - 1:-1]:
             m = 1
@@ -172,7 +184,8 @@ class SuffixMatchIndex:
         rows: list[list[int]] = []
         bound = depth if self.depth_bound else 1 << 30
         for m in range(max(by_length), 0, -1):  # under depth_bound, a shorter match may allow a longer draft
-            rows += [toks[s:s + depth] for s in by_length.get(m, ())]  # occurrences of the last m tokens
+            rows += [shifted_row(indent, toks, n, width_n, s, depth)  # occurrences of the last m tokens
+                     for s in by_length.get(m, ())]
             cap = min(int(self.factor * m + 1e-6), bound - m, self.max_tokens)
             if cap <= best_score:  # a draft holds at most cap tokens at probability <= 1
                 continue
@@ -203,7 +216,8 @@ class SuffixMatchIndex:
         tokens and probabilities are the buffers' first k, the match length in the third buffer)."""
         _, ptr = self._native_buffers()
         return lib.fc_suffix_draft(ptr[0], self._n, self.max_candidates, self.max_depth, self.factor,
-                                   self.min_prob, self.max_tokens, int(self.depth_bound), ptr[1], ptr[2], ptr[3])
+                                   self.min_prob, self.max_tokens, int(self.depth_bound), ptr[1], ptr[2], ptr[3],
+                                   self._indent_ptr)
 
     def _native_draft(self, lib) -> tuple[list[int], list[float], int]:
         """:meth:`draft` by ``fc_suffix_draft``: the same tokens, floats and m."""

@@ -276,7 +276,9 @@ class FastCoderOptions:
     gives them more to choose from (oracle replay, nine cells, fastcoder / SuffixDecoding without drafting
     time: 1.033 at 1, 1.049 at 1.5, 1.051 at 2, 1.055 at 3, every cell >= 1.001 at 3). ``copy_depth_bound``
     False drops SuffixDecoding's bound of match + draft by ``copy_max_depth`` (its suffix tree's depth), which
-    gave the longest agreements the shortest copies (:mod:`engine.context_match`).
+    gave the longest agreements the shortest copies (:mod:`engine.context_match`). ``indent_shift``: the context
+    copy's and the completion history's continuations from a line indented differently from the context's are
+    re-indented to it (:mod:`engine.indent_shift`; needs the token info's table).
     ``use_history``: also draft from earlier completions' output (:mod:`engine.history`, SuffixDecoding's
     global tree), where the decoder passes a :class:`~engine.history.CompletionHistory`.
 
@@ -321,6 +323,7 @@ class FastCoderOptions:
     copy_factor: float = 3.0
     copy_min_prob: float = 0.1
     copy_depth_bound: bool = False
+    indent_shift: bool = True
     seed: int = 0
 
 
@@ -338,9 +341,10 @@ class FastCoderDrafter:
         self.common = common_datastore if self.opts.use_common else None
         self.token_info = token_info
         self.cache = cache if cache is not None else FastCoderCache(n_min=self.ret.n_min)
+        indent = getattr(token_info, "indent", None) if self.opts.indent_shift else None
         self.context_index = SuffixMatchIndex(self.opts.copy_max_depth, factor=self.opts.copy_factor,
                                               min_prob=self.opts.copy_min_prob, max_tokens=self.ret.draft_len,
-                                              depth_bound=self.opts.copy_depth_bound)
+                                              depth_bound=self.opts.copy_depth_bound, indent=indent)
         # D_r's and D_c's matches, carried from step to step (engine.datastore.MatchState)
         self.repo_state, self.common_state = MatchState(), MatchState()
         self.missing: set[tuple[int, ...]] = set()
@@ -493,7 +497,7 @@ class FastCoderDrafter:
         if copied is not None:
             parts.append(copied)
         if history is not None:
-            earlier = history.search(context, self.ret.draft_len, tail=tail)
+            earlier = history.search(context, self.ret.draft_len, tail=tail, indent=self.context_index.indent)
             if earlier is not None:
                 parts.append(earlier)
         return parts

@@ -42,6 +42,7 @@ import numpy as np
 
 from . import native
 from .draft_tree import SOURCE_HISTORY, Candidates
+from .indent_shift import IndentTable, shift_of, shift_tokens
 
 
 def sequences_from(buf: list[int], start: int) -> list[list[int]]:
@@ -154,14 +155,19 @@ def longest_agreement(buf: list[int], starts: list[int], ctx: list[int], agreed:
     return best, found
 
 
-def count_continuations(buf: list[int], starts: list[int], width: int) -> dict[tuple[int, ...], int]:
+def count_continuations(buf: list[int], starts: list[int], width: int, indent: IndentTable | None = None,
+                        width_n: int = -1) -> dict[tuple[int, ...], int]:
     """The distinct continuations (at most ``width`` tokens, never past a -1 separator) at ``starts`` in
-    ``buf``, with how many starts each came from (insertion order: first seen first)."""
+    ``buf``, with how many starts each came from (insertion order: first seen first). With an indentation
+    table and the context line's width ``width_n`` (-1: unknown), each one re-indented to the context's line
+    first (:mod:`engine.indent_shift`)."""
     conts: dict[tuple[int, ...], int] = {}
     for s in starts:
         cont = buf[s:s + width]
         if -1 in cont:
             cont = cont[:cont.index(-1)]
+        if indent is not None and width_n >= 0:
+            cont = shift_tokens(indent, cont, shift_of(indent, buf, width_n, s))
         if cont:
             key = tuple(cont)
             conts[key] = conts.get(key, 0) + 1
@@ -284,16 +290,19 @@ class CompletionHistory:
         self._indexed = len(buf)
         return starts
 
-    def search(self, context: np.ndarray, draft_len: int = 16, tail: list[int] | None = None) -> Candidates | None:
+    def search(self, context: np.ndarray, draft_len: int = 16, tail: list[int] | None = None,
+               indent: IndentTable | None = None) -> Candidates | None:
         """Continuations of the longest suffix of ``context`` ((T,) int64, pending token last) found in the
         history, as :class:`engine.draft_tree.Candidates` of source ``SOURCE_HISTORY``: rows (K, W) int64
         padded with -1 (W <= min(draft_len, max(1, factor * match))), counts (K,) float64, ``match_length``
         in tokens. None when no suffix of at least ``min_match`` tokens occurred followed by a token.
         ``tail``: the context's last tokens as a list (at least ``n_max``, or the whole context) when the
-        caller has made it already."""
+        caller has made it already. ``indent``: continuations re-indented to the context's line
+        (:mod:`engine.indent_shift`)."""
         if len(context) == 0 or draft_len < 1:
             return None
         ctx = context[-self.n_max:].tolist() if tail is None else tail[-self.n_max:]
+        width_n = indent.line_width(context, len(context)) if indent is not None else -1
         with self._lock:
             starts = self._token_index().get(ctx[-1])
             if not starts:
@@ -301,7 +310,7 @@ class CompletionHistory:
             starts = starts[-self.max_candidates:]
             buf = self._buf
             best, found = longest_agreement(buf, starts, ctx, 1)
-            conts = count_continuations(buf, found, min(draft_len, max(1, int(self.factor * best))))
+            conts = count_continuations(buf, found, min(draft_len, max(1, int(self.factor * best))), indent, width_n)
         if best < self.min_match:
             return None
         return continuation_candidates(conts, SOURCE_HISTORY, best)

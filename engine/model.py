@@ -131,19 +131,28 @@ class TokenInfo:
         special: the tokenizer's special token ids (FIM sentinels, BOS/EOS, padding). The datastores hold
             source text, so a context ending in one (a FIM prompt's first decode steps) has no continuation
             there: :class:`engine.drafters.FastCoderDrafter` does not search D_r and D_c for it.
+        indent: the tokenizer's newline-and-spaces tokens (:class:`engine.indent_shift.IndentTable`), by which the
+            context copy re-indents a copy from a line of another width; None without a tokenizer.
     """
 
     ends_with_newline_ws: np.ndarray
     whitespace_only: np.ndarray
     special: frozenset = frozenset()
+    indent: object = None
 
     @classmethod
     def from_tokenizer(cls, tokenizer, vocab_size: int) -> "TokenInfo":
+        from .indent_shift import IndentTable  # noqa: PLC0415
+
         ends = np.zeros(vocab_size, dtype=bool)
         ws = np.zeros(vocab_size, dtype=bool)
+        indent = None
         if tokenizer is not None:
             n = min(vocab_size, len(tokenizer))
             texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False)
+            if texts:
+                indent = IndentTable(texts + [""] * (vocab_size - n))
+                indent = indent if indent.count else None
             for i, text in enumerate(texts):
                 if "\n" in text:
                     ends[i] = text.rsplit("\n", 1)[1].strip(" \t") == ""
@@ -152,7 +161,7 @@ class TokenInfo:
         from .healing import special_ids  # noqa: PLC0415  (as token_bytes: healing imports the verifier)
 
         special = frozenset(i for i in special_ids(tokenizer) if 0 <= i < vocab_size)
-        return cls(ends, ws, special)
+        return cls(ends, ws, special, indent)
 
     def at_line_start(self, context: np.ndarray) -> bool:
         """True when the next token would be the first non-whitespace token of a line.

@@ -36,6 +36,9 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # the context copy under SuffixDecoding's suffix-tree bound, match + draft <= copy_max_depth (the default before
     # 2026-11-27: long agreements drafted as shorter matches; engine.context_match)
     "fastcoder-copy-bound": ("fastcoder", {"copy_depth_bound": True}),
+    # the context copy's and the history's continuations as they are, not re-indented to the context's line
+    # (engine.indent_shift)
+    "fastcoder-no-indent": ("fastcoder", {"indent_shift": False}),
     # the LM head's whole product and the argmax of its logits at every greedy step, not its argmax by int8
     # screening (engine.lean_forward.forward_greedy; the same tokens)
     "ar-full-head": ("ar", {"screened_head": False}),

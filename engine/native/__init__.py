@@ -55,7 +55,7 @@ def _cflags() -> tuple[str, ...]:
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
 FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h", "screened_head.c", "step.c")
 #: Headers the sources include (part of the library's version, not compiled on their own).
-HEADERS = ("simd_math.h", "propose.h")
+HEADERS = ("simd_math.h", "propose.h", "indent_shift.h")
 
 _state: dict[str, object] = {}
 
@@ -112,7 +112,7 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_draft_ahead.argtypes = [ptr, ptr, ptr]
     lib.fc_chain_extend.restype = i64  # a token buffer's occurrence chains (engine.history.TokenMirror)
     lib.fc_chain_extend.argtypes = [ptr, ptr, ptr, i64, i64, i64]
-    lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, i64, ptr, ptr, ptr]
+    lib.fc_suffix_draft.argtypes = [ptr, i64, i64, i64, dbl, dbl, i64, i64, ptr, ptr, ptr, ptr]
     lib.fc_gemm_supported.restype = ctypes.c_int
     lib.fc_gemm_supported.argtypes = []
     lib.fc_gemm.restype = None

@@ -22,10 +22,11 @@
 #include <string.h>
 
 #include "propose.h"
+#include "indent_shift.h"
 
 int64_t fc_suffix_draft(const int64_t *toks, int64_t n, int64_t max_candidates, int64_t depth, double factor,
                         double min_prob, int64_t max_tokens, int64_t depth_bound, int64_t *out_tokens,
-                        double *out_probs, int64_t *out_match);
+                        double *out_probs, int64_t *out_match, const int32_t *indent);
 int64_t fc_ds_retrieve(const int64_t *ds, int64_t *st, const int64_t *ctx, int64_t m, int64_t ctx_len,
                        int64_t n_min, int64_t n_max, int64_t fresh, int64_t max_matches, int64_t draft_len,
                        int32_t *rows_out, int64_t *counts_out, void *scratch);
@@ -105,19 +106,27 @@ static int64_t longest_agreement(const int64_t *buf, int64_t buf_len, const int6
 
 /* history.count_continuations + continuation_candidates: the distinct continuations (at most `width` tokens, cut
    at a -1) at the found starts, first seen first, with their counts; rows padded with -1 to `pad` tokens (0: the
-   longest continuation). */
+   longest continuation). With an indentation table (indent) and the context line's width width_n, each continuation
+   is re-indented to the context's line first (indent_shift.h; cut before a width the table cannot spell). */
 static void count_continuations(const int64_t *buf, int64_t buf_len, const int64_t *found, int64_t n_found,
-                                int64_t width, int64_t pad, source_rows *out) {
-    int64_t lens[PROPOSE_MAX_STARTS], n_rows = 0, longest = 0;
-    const int64_t *conts[PROPOSE_MAX_STARTS];
+                                int64_t width, int64_t pad, source_rows *out, const int32_t *indent, int64_t width_n) {
+    int64_t lens[PROPOSE_MAX_STARTS], n_rows = 0, longest = 0, row[PROPOSE_MAX_WIDTH];
+    const int64_t stride = PROPOSE_MAX_WIDTH; /* rows are built at this stride, then packed to their width */
+    if (width > stride) width = stride;
     for (int64_t i = 0; i < n_found; i++) {
-        int64_t s = found[i], len = 0;
-        while (len < width && s + len < buf_len && buf[s + len] != -1) len++;
+        int64_t s = found[i], len = 0, delta = shift_of(indent, buf, width_n, s);
+        while (len < width && s + len < buf_len && buf[s + len] != -1) {
+            int64_t t = shifted(indent, buf[s + len], delta);
+            if (t < 0) break;
+            row[len++] = t;
+        }
         if (len == 0) continue;
         int64_t j = 0;
-        while (j < n_rows && !(lens[j] == len && memcmp(conts[j], buf + s, (size_t)len * sizeof(int64_t)) == 0)) j++;
+        while (j < n_rows
+               && !(lens[j] == len && memcmp(out->rows + j * stride, row, (size_t)len * sizeof(int64_t)) == 0))
+            j++;
         if (j == n_rows) {
-            conts[n_rows] = buf + s;
+            memcpy(out->rows + n_rows * stride, row, (size_t)len * sizeof(int64_t));
             lens[n_rows] = len;
             out->counts[n_rows++] = 0.0;
             if (len > longest) longest = len;
@@ -125,10 +134,10 @@ static void count_continuations(const int64_t *buf, int64_t buf_len, const int64
         out->counts[j] += 1.0;
     }
     int64_t w = pad > 0 ? pad : longest;
-    for (int64_t j = 0; j < n_rows; j++) {
-        int64_t *row = out->rows + j * w;
-        memcpy(row, conts[j], (size_t)lens[j] * sizeof(int64_t));
-        for (int64_t d = lens[j]; d < w; d++) row[d] = -1;
+    for (int64_t j = 0; j < n_rows; j++) { /* packed in place: row j moves down from j * stride to j * w */
+        int64_t *dst = out->rows + j * w;
+        memmove(dst, out->rows + j * stride, (size_t)lens[j] * sizeof(int64_t));
+        for (int64_t d = lens[j]; d < w; d++) dst[d] = -1;
     }
     out->n_rows = n_rows;
     out->width = w;
@@ -152,14 +161,16 @@ static int cache_search(const chained *c, const int64_t *ctx, int64_t ctx_len, i
         starts[j] = t;
     }
     int64_t n_found = longest_agreement(buf, buf_len, starts, n, ctx, ctx_len, 2, found, &best);
-    count_continuations(buf, buf_len, found, n_found, draft_len, draft_len, out);
+    count_continuations(buf, buf_len, found, n_found, draft_len, draft_len, out, NULL, -1);
     out->match = best;
     return out->n_rows > 0;
 }
 
-/* CompletionHistory.search. Returns 1 when it found continuations of a match of at least min_match tokens. */
+/* CompletionHistory.search (indent, width_n: its indentation table and the context line's width, as
+   count_continuations'). Returns 1 when it found continuations of a match of at least min_match tokens. */
 static int history_search(const chained *c, const int64_t *ctx, int64_t ctx_len, int64_t max_candidates,
-                          int64_t min_match, double factor, int64_t draft_len, source_rows *out) {
+                          int64_t min_match, double factor, int64_t draft_len, source_rows *out,
+                          const int32_t *indent, int64_t width_n) {
     const int64_t *buf = c->buf;
     int64_t buf_len = c->len, starts[PROPOSE_MAX_STARTS], found[PROPOSE_MAX_STARTS], n = 0, best;
     if (ctx_len < 1 || draft_len < 1) return 0;
@@ -175,7 +186,7 @@ static int history_search(const chained *c, const int64_t *ctx, int64_t ctx_len,
     int64_t width = (int64_t)(factor * (double)best);
     if (width < 1) width = 1;
     if (draft_len < width) width = draft_len;
-    count_continuations(buf, buf_len, found, n_found, width, 0, out);
+    count_continuations(buf, buf_len, found, n_found, width, 0, out, indent, width_n);
     out->match = best;
     return best >= min_match && out->n_rows > 0;
 }
@@ -208,7 +219,8 @@ static void part_fields(int64_t *f, const int64_t *rows, int64_t n_rows, int64_t
      retrieve_beside_copy (1: D_r and D_c are searched at every cache miss, the copy's source beside theirs), 33
      with pa[32], the step's copy kept for the datastores' call that follows (int64: its length, its match length,
      then its tokens; written by a step's first call, read by the second), 34 the copy's depth_bound
-     (fc_suffix_draft);
+     (fc_suffix_draft), 35 the indentation table of the copy and the history (engine.indent_shift.IndentTable; 0:
+     continuations as they are);
    pd (float64): 0 the copy's factor, 1 its min_prob, 2 the history's factor;
    ctx_len, cache_len, history_len: the three buffers' lengths (tokens);
    n_prefix: -1 for a step's first call; after PROPOSE_RETRIEVE, the number of datastore sources (D_r, D_c) the
@@ -238,7 +250,10 @@ static int64_t history_and_tree(const int64_t *pa, const double *pd, const int64
                              (const int32_t *)(intptr_t)pa[25], history_len, pa[26]};
     if (history.buf != NULL) {
         int64_t tail = ctx_len < pa[5] ? ctx_len : pa[5];
-        if (history_search(&history, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], pa[8], &history_rows))
+        const int32_t *indent = (const int32_t *)(intptr_t)pa[35];
+        int64_t width_n = indent ? line_width(indent, ctx, ctx_len) : -1;
+        if (history_search(&history, ctx + ctx_len - tail, tail, pa[6], pa[7], pd[2], pa[8], &history_rows, indent,
+                           width_n))
             part_fields(parts + 10 * n_parts++, history_rows.rows, history_rows.n_rows, history_rows.width,
                         history_rows.counts, SOURCE_HISTORY, history_rows.match);
     }
@@ -305,7 +320,8 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
             n_parts = hit = 1;
         }
     }
-    k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], pa[34], copy_tokens, copy_probs, &match);
+    k = fc_suffix_draft(ctx, ctx_len, pa[9], pa[10], pd[0], pd[1], pa[11], pa[34], copy_tokens, copy_probs, &match,
+                        (const int32_t *)(intptr_t)pa[35]);
     if (pa[32] && pa[33]) { /* kept for the datastores' call, which puts it beside their sources */
         int64_t *kept = (int64_t *)(intptr_t)pa[33];
         kept[0] = k > 0 ? k : 0;

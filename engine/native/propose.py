@@ -87,7 +87,7 @@ def _settings(drafter) -> tuple:
             idx.min_prob, idx.depth_bound, drafter.opts.tree_max_depth,
             None if hist is None else (hist.n_max, hist.max_candidates, hist.min_match, hist.factor),
             ret.n_min, ret.n_max, ret.max_matches, drafter.opts.alpha, drafter.opts.beta, _special(drafter),
-            drafter.opts.retrieve_beside_copy)
+            drafter.opts.retrieve_beside_copy, idx.indent)  # the table itself: the key keeps pa[35]'s table alive
 
 
 def _special(drafter) -> frozenset:
@@ -136,7 +136,7 @@ class ProposeArgs:
     def __init__(self, drafter):
         ret, cache, idx, hist, opts = drafter.ret, drafter.cache, drafter.context_index, drafter.history, drafter.opts
         self.lib = library()  # loaded before any ProposeArgs is made (supported); one module call less a step
-        self.pa = np.zeros(35, dtype=np.int64)
+        self.pa = np.zeros(36, dtype=np.int64)
         self.pd = np.zeros(4, dtype=np.float64)  # [3]: the skip coin's threshold (draft_ahead.DraftAhead.start)
         self.pa[3:12] = [cache.n_max, CACHE_LIMIT, hist.n_max if hist else 0, hist.max_candidates if hist else 0,
                          hist.min_match if hist else 0, ret.draft_len, idx.max_candidates, idx.max_depth,
@@ -149,6 +149,7 @@ class ProposeArgs:
         self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
         self.pa[32] = int(bool(opts.retrieve_beside_copy))
         self.pa[34] = int(idx.depth_bound)
+        self.pa[35] = idx.indent.table.ctypes.data if idx.indent is not None else 0  # kept alive by the drafter
         # retrieve_beside_copy: a step's copy (length, match length, tokens), kept by fc_propose's first call for the
         # datastores' call that puts it beside their sources (not searched twice)
         self.kept_copy = np.zeros(2 + MAX_WIDTH, dtype=np.int64)
@@ -267,7 +268,8 @@ def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_pro
     (``retrieve_beside_copy``: searched beside it) and the history's, in :meth:`FastCoderDrafter.candidates`' order."""
     hist = drafter.history
     copied = drafter.context_index.candidates() if drafter.opts.retrieve_beside_copy else None
-    earlier = hist.search(context, drafter.ret.draft_len) if hist is not None else None
+    indent = drafter.context_index.indent
+    earlier = hist.search(context, drafter.ret.draft_len, indent=indent) if hist is not None else None
     return build_draft_tree(parts + [c for c in (copied, earlier) if c is not None], budget, min_prob,
                             drafter.estimator, cost, drafter.opts.tree_max_depth, drafter.stop)
 
