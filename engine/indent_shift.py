@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-#: Tokens scanned back for the newline token that starts a line (``SCAN_LINE`` in context_copy.c).
+#: Tokens scanned back for the newline token that starts a line (``SCAN_LINE`` in native/indent_shift.h).
 SCAN_LINE = 256
 #: Newline counts (1..MAX_NEWLINES) and widths (0..MAX_WIDTH) a table maps; wider indentation is not shifted.
 MAX_NEWLINES = 4
@@ -39,7 +39,7 @@ class IndentTable:
     """A tokenizer's newline-and-spaces tokens: each one's (newlines, width) and the token of each pair.
 
     Attributes:
-        table: (3 + V + MAX_NEWLINES * (MAX_WIDTH + 1),) int32, the layout ``context_copy.c`` reads: [0] V, [1]
+        table: (3 + V + MAX_NEWLINES * (MAX_WIDTH + 1),) int32, the layout ``native/indent_shift.h`` reads: [0] V, [1]
             MAX_NEWLINES, [2] MAX_WIDTH, then per token id ``newlines * 256 + width`` for a token whose text is
             newlines followed by spaces only (width <= MAX_WIDTH), else -1, then the token of each (newlines, width)
             at ``(newlines - 1) * (MAX_WIDTH + 1) + width``, else -1.
@@ -72,14 +72,12 @@ class IndentTable:
         self._codes = table[3:3 + v]
 
     @classmethod
-    def from_tokenizer(cls, tokenizer, vocab_size: int) -> "IndentTable | None":
-        """The table of ``tokenizer``'s first ``vocab_size`` ids, or None (no tokenizer, or no newline token)."""
-        if tokenizer is None or vocab_size <= 0:
+    def from_texts(cls, texts: list[str], vocab_size: int) -> "IndentTable | None":
+        """The table of ``vocab_size`` ids whose first ``len(texts)`` have those decoded texts (the rest none), or
+        None when no token is a newline-and-spaces token."""
+        if not texts or vocab_size <= 0:
             return None
-        n = min(vocab_size, len(tokenizer))
-        texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False)
-        texts += [""] * (vocab_size - n)
-        made = cls(texts)
+        made = cls(texts[:vocab_size] + [""] * (vocab_size - len(texts)))
         return made if made.count else None
 
     def line_width(self, toks, p: int) -> int:
@@ -119,11 +117,11 @@ def shift_of(table: IndentTable | None, toks, width_n: int, start: int) -> int:
     return 0 if w < 0 else width_n - w
 
 
-def shift_tokens(table: IndentTable | None, tokens, delta: int) -> list[int]:
-    """``tokens`` with every newline token moved ``delta`` columns, cut before the first one the table cannot
-    spell (:meth:`IndentTable.shifted`); as they are (a list) without a table or shift."""
+def shift_tokens(table: IndentTable | None, tokens: list[int], delta: int) -> list[int]:
+    """``tokens`` (a list) with every newline token moved ``delta`` columns, cut before the first one the table
+    cannot spell (:meth:`IndentTable.shifted`); the same list without a table or shift."""
     if table is None or delta == 0:
-        return list(tokens)
+        return tokens
     out = []
     for t in tokens:
         s = table.shifted(t, delta)

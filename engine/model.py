@@ -150,9 +150,7 @@ class TokenInfo:
         if tokenizer is not None:
             n = min(vocab_size, len(tokenizer))
             texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False)
-            if texts:
-                indent = IndentTable(texts + [""] * (vocab_size - n))
-                indent = indent if indent.count else None
+            indent = IndentTable.from_texts(texts, vocab_size)
             for i, text in enumerate(texts):
                 if "\n" in text:
                     ends[i] = text.rsplit("\n", 1)[1].strip(" \t") == ""

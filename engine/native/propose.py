@@ -149,7 +149,7 @@ class ProposeArgs:
         self.pa[29:32] = [ret.n_min, self.special.ctypes.data if len(self.special) else 0, len(self.special)]
         self.pa[32] = int(bool(opts.retrieve_beside_copy))
         self.pa[34] = int(idx.depth_bound)
-        self.pa[35] = idx.indent.table.ctypes.data if idx.indent is not None else 0  # kept alive by the drafter
+        self.pa[35] = idx.indent.table.ctypes.data if idx.indent is not None else 0  # alive: _settings' key
         # retrieve_beside_copy: a step's copy (length, match length, tokens), kept by fc_propose's first call for the
         # datastores' call that puts it beside their sources (not searched twice)
         self.kept_copy = np.zeros(2 + MAX_WIDTH, dtype=np.int64)

@@ -3,12 +3,16 @@ Truth = the file's own tokens (held out); datastore = the other files of the pac
 match (1..MAXN tokens) -> the continuation after its most recent occurrence, up to DRAFT tokens; accepted = common
 prefix with the truth. Relative stream: every newline token that carries indentation becomes (NL, indent delta),
 and the following tokens are unchanged."""
+from pathlib import Path
+ROOT = Path(__file__).resolve().parents[3]  # the clone; ../shared beside it
+MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
+SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
 import glob, sys, re
 from collections import defaultdict
 from transformers import AutoTokenizer
-tok = AutoTokenizer.from_pretrained("/work/shared/models/tiny-py-coder")
+tok = AutoTokenizer.from_pretrained(MODEL)
 pkg = sys.argv[1]
-files = sorted(glob.glob(f"/work/main/.venv/lib/python3.11/site-packages/{pkg}/**/*.py", recursive=True))
+files = sorted(glob.glob(f"{SITE}/{pkg}/**/*.py", recursive=True))
 vocab = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
 texts = {i: tok.decode([i]) for i in range(tok.vocab_size)}
 nl_indent = {}  # token id -> indent width (for tokens that are "\n" + spaces only)

@@ -2,14 +2,18 @@
 layer's hidden state, scored on whether the file's next token is the model's own greedy choice: AUC of its
 log-probability and top-1 agreement with the final layer, 12 files of a package (pluggy). Usage:
   HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/results/2026-11-28e/logit_lens_probe.py pluggy"""
+from pathlib import Path
+ROOT = Path(__file__).resolve().parents[3]  # the clone; ../shared beside it
+MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
+SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
 """Offline: how well does an early layer's logit lens predict whether a candidate next token is the model's argmax?"""
 import glob, sys, torch, numpy as np
 from transformers import AutoModelForCausalLM, AutoTokenizer
 torch.set_num_threads(1)
-M = "/work/shared/models/tiny-py-coder"
+M = MODEL
 tok = AutoTokenizer.from_pretrained(M); model = AutoModelForCausalLM.from_pretrained(M).eval()
 pkg = sys.argv[1]
-files = sorted(glob.glob(f"/work/main/.venv/lib/python3.11/site-packages/{pkg}/**/*.py", recursive=True))
+files = sorted(glob.glob(f"{SITE}/{pkg}/**/*.py", recursive=True))
 rows = []
 E = model.lm_head.weight  # (V, d)
 norm = model.model.norm

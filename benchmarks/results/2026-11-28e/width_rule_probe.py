@@ -2,12 +2,16 @@
 points per file of pluggy and six jinja2 files, the file's own next 16 tokens as the truth; accepted prefix tokens
 without a shift, with the first rule (bare "\n" shifted too) and with the shipped one. Run from the repository root:
   PYTHONPATH=$PWD HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/results/2026-11-28e/width_rule_probe.py"""
+from pathlib import Path
+ROOT = Path(__file__).resolve().parents[3]  # the clone; ../shared beside it
+MODEL = str(ROOT.parent / "shared" / "models" / "tiny-py-coder")
+SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
 import numpy as np, random
 from transformers import AutoTokenizer
 from engine.model import TokenInfo
 from engine.context_match import SuffixMatchIndex
 from engine import indent_shift as ish
-tok = AutoTokenizer.from_pretrained("/work/shared/models/tiny-py-coder")
+tok = AutoTokenizer.from_pretrained(MODEL)
 info = TokenInfo.from_tokenizer(tok, 8192)
 class Old(ish.IndentTable):
     def line_width(self, toks, p):
@@ -29,7 +33,7 @@ from engine import native
 import glob
 rng = random.Random(2)
 stats = {"plain": 0, "old": 0, "new": 0}; nd = {"old": 0, "new": 0}; ex = []
-for f in sorted(glob.glob("/work/main/.venv/lib/python3.11/site-packages/pluggy/*.py")) + sorted(glob.glob("/work/main/.venv/lib/python3.11/site-packages/jinja2/*.py"))[:6]:
+for f in sorted(glob.glob(f"{SITE}/pluggy/*.py")) + sorted(glob.glob(f"{SITE}/jinja2/*.py"))[:6]:
     ids = tok(open(f).read())["input_ids"]
     if len(ids) < 200: continue
     for _ in range(150):
