@@ -85,7 +85,10 @@ class SpeculativeDecoder:
             for this model/device/dtype/threads) and ``acceptance_estimator`` (one to share, e.g.
             across the decoders of a server's workspace folders); ``completion_history`` (a
             :class:`engine.history.CompletionHistory` to share across decoders; default: one per decoder,
-            so every generation's output becomes a draft source for the later ones, any document).
+            so every generation's output becomes a draft source for the later ones, any document);
+            ``draft_head`` (default True: the head trained for this model, :func:`engine.draft_head.find_draft_head`;
+            False: none; a path: that head file, where the estimator has no head yet) and ``draft_head_lines``
+            (default False: one-line completions, a stop at the newline, draft without the head).
             sdsat and fastcoder+sdsat (:mod:`engine.sdsat.drafter`): ``adaptive_tokens`` (k, default
             the model's trained window L; a cap when sized by cost), ``adaptive_width`` (candidates
             per adaptive position; default 1 when greedy, 3 when sampling), ``adaptive_every_step``
@@ -98,7 +101,8 @@ class SpeculativeDecoder:
     Raises:
         ValueError: unknown method; :class:`engine.sdsat.NotAnSdsatModel` (a ValueError): an SDSAT
             method with a model that has no adaptive-token metadata; TypeError: an option the
-            method does not take; :class:`engine.suffix_drafter.SuffixDecodingUnavailable` (an
+            method does not take; OSError or ValueError: a ``draft_head`` file that cannot be read or is not a
+            draft head; :class:`engine.suffix_drafter.SuffixDecodingUnavailable` (an
             ImportError): method suffix without arctic-inference installed.
     """
 
@@ -126,7 +130,8 @@ class SpeculativeDecoder:
 
             self.history = new_completion_history(loaded.model)
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
-        use_head = bool(self.options.pop("draft_head", True))
+        use_head = self.options.pop("draft_head", True)  # True: the model's own (find_draft_head), or a file
+        self.head_on_lines = bool(self.options.pop("draft_head_lines", False))
         self.screened = bool(self.options.pop("screened_head", True))
         self.estimator = self.cost = None
         self.depth_one = None  # the draft head's depth-1 adjustment the decode loop feeds (engine.draft_head)
@@ -141,7 +146,7 @@ class SpeculativeDecoder:
             self.estimator = (shared_estimator if shared_estimator is not None
                               else AcceptanceEstimator(prior=find_prior(loaded.model)))
             if use_head and method in ("fastcoder", "fastcoder+sdsat"):
-                self.depth_one = self._attach_draft_head()
+                self.depth_one = self._attach_draft_head(None if use_head is True else use_head)
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)
             if hasattr(self.cost, "prepare_tables"):  # every context bucket's table now, not in a decode step
                 self.cost.prepare_tables(MAX_DRAFT_TOKENS)
@@ -163,21 +168,24 @@ class SpeculativeDecoder:
         elif self.options or self.sdsat_options:
             raise TypeError(f"options not understood by method {method!r}: {', '.join(sorted(options))}")
 
-    def _attach_draft_head(self):
+    def _attach_draft_head(self, path=None):
         """The estimator's :class:`engine.draft_head.DepthOneFeature` (made for this model when it has none and a
-        draft head was trained for it), or None."""
+        draft head was trained for it, or from the head file ``path``), or None. Raises OSError or ValueError for a
+        ``path`` that is not a draft head."""
         if self.estimator.depth_one is None:
-            from .draft_head import depth_one_feature, find_draft_head  # noqa: PLC0415
+            from .draft_head import DraftHead, depth_one_feature, find_draft_head  # noqa: PLC0415
 
-            self.estimator.depth_one = depth_one_feature(self.loaded, find_draft_head(self.loaded.model))
+            head = find_draft_head(self.loaded.model) if path is None else DraftHead.load(path)
+            self.estimator.depth_one = depth_one_feature(self.loaded, head)
         self._hidden_rows = hidden_rows(self.loaded.model)  # the lean forward's last hidden states (a holder)
         return self.estimator.depth_one
 
-    def _feed_head(self, path: list[int], first: int) -> None:
+    def _feed_head(self, path: list[int], first: int, pending: int) -> None:
         """After a verification that accepted ``path`` and committed ``first`` after the pending token (-1: none,
         the prefill): the draft head learns from it and gets the final hidden state of the last forward's row that
-        chose the new pending token (row 0: the pending token's own, row 1 + i: node i's)."""
-        self.depth_one.step(self._hidden_rows, path[-1] + 1 if path else 0, first)
+        chose the new pending token (row 0: the pending token's own, row 1 + i: node i's) and that token,
+        ``pending``."""
+        self.depth_one.step(self._hidden_rows, path[-1] + 1 if path else 0, first, pending)
 
     def new_cache(self) -> FastCoderCache:
         """A fresh per-document FastCoder cache, to pass to :meth:`generate` across requests."""

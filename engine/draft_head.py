@@ -49,8 +49,9 @@ log = logging.getLogger(__name__)
 HEAD_ENV = "FASTCODER_DRAFT_HEAD"
 #: Heads shipped with the package (one ``.npz`` per model).
 PACKAGED_DIR = Path(__file__).resolve().parent / "data" / "draft_head"
-#: File layout version; a file of another version is not used.
-FORMAT = 1
+#: File layout version written; a file of another version is not used (format 1: a head without ``w1e``).
+FORMAT = 2
+READ_FORMATS = (1, 2)
 #: Calibration weights (w_q, w_f, w_0) before any fit: the engine's estimate alone.
 IDENTITY_CALIBRATION = (1.0, 0.0, 0.0)
 #: Estimates are clipped to [EPS, 1 - EPS] before their logit.
@@ -70,6 +71,9 @@ class DraftHead:
     Attributes:
         w1: (r, d), w2: (d, r) float32, ``nn.Linear`` layout (out, in); r, the block's width, may be below d (a
             low-rank block streams fewer bytes a step). b1: (r,), b2: (d,) float32.
+        w1e: (r, d) float32 or None: the pending token's embedding into the block (Hydra, Ankner et al. 2024,
+            section 3: a head that also reads the token it drafts after), ``a = w1 h + w1e E[pending] + b1``;
+            None: Medusa's head on h alone.
         lse_w: (d,) float32, lse_b: float: ``lse_hat = lse_w . h' + lse_b`` (nats).
         calibration: (3,) float64 (w_q, w_f, w_0), see the module docstring.
         model: :func:`engine.acceptance_prior.model_identity` of the model it was trained for.
@@ -83,6 +87,7 @@ class DraftHead:
     lse_w: np.ndarray
     lse_b: float
     calibration: np.ndarray = field(default_factory=lambda: np.array(IDENTITY_CALIBRATION))
+    w1e: np.ndarray | None = None
     model: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
 
@@ -90,13 +95,18 @@ class DraftHead:
         self.w1, self.w2 = (np.ascontiguousarray(w, dtype=np.float32) for w in (self.w1, self.w2))
         self.b1, self.b2, self.lse_w = (np.ascontiguousarray(v, dtype=np.float32) for v in (self.b1, self.b2, self.lse_w))
         self.calibration = np.asarray(self.calibration, dtype=np.float64).reshape(3)
+        if self.w1e is not None:
+            self.w1e = np.ascontiguousarray(self.w1e, dtype=np.float32)
         r, d = self.w1.shape if self.w1.ndim == 2 else (0, 0)
         if (r < 1 or self.w2.shape != (d, r) or self.b1.shape != (r,) or self.b2.shape != (d,)
-                or self.lse_w.shape != (d,)):
+                or self.lse_w.shape != (d,) or (self.w1e is not None and self.w1e.shape != (r, d))):
             raise ValueError(f"draft head: inconsistent shapes {self.w1.shape}, {self.w2.shape}, {self.b1.shape}, "
-                             f"{self.b2.shape}, {self.lse_w.shape}")
-        if not all(np.all(np.isfinite(a)) for a in (self.w1, self.w2, self.b1, self.b2, self.lse_w, self.calibration)) \
-                or not math.isfinite(self.lse_b):
+                             f"{self.b2.shape}, {self.lse_w.shape}"
+                             f"{'' if self.w1e is None else f', {self.w1e.shape}'}")
+        weights = (self.w1, self.w2, self.b1, self.b2, self.lse_w, self.calibration)
+        if self.w1e is not None:
+            weights += (self.w1e,)
+        if not all(np.all(np.isfinite(a)) for a in weights) or not math.isfinite(self.lse_b):
             raise ValueError("draft head: non-finite weights")
 
     @property
@@ -109,14 +119,26 @@ class DraftHead:
         """r, the residual block's width."""
         return int(self.w1.shape[0])
 
-    def hidden(self, h: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """h' (d,) float32 from the final hidden state ``h`` ((d,) float32, after the model's last norm)."""
+    def hidden(self, h: np.ndarray, out: np.ndarray | None = None, pending_row: np.ndarray | None = None) -> np.ndarray:
+        """h' (d,) float32 from the final hidden state ``h`` ((d,) float32, after the model's last norm) and, for a
+        head with ``w1e``, ``pending_row`` ((r,) float32: ``w1e @ E[pending]``, a row of
+        :meth:`pending_table`; None: left out)."""
         a = self.w1 @ h
+        if pending_row is not None:
+            a += pending_row
         a += self.b1
         a *= 1.0 / (1.0 + np.exp(-a))  # SiLU
         y = self.w2 @ a
         y += self.b2
         return np.add(h, y, out=out)
+
+    def pending_table(self, embedding: np.ndarray) -> np.ndarray | None:
+        """(V, r) float32 C-contiguous ``embedding @ w1e.T``: each token's term in the block when it is the pending
+        one (a row read a step instead of an r x d product), or None for a head without ``w1e``. ``embedding``:
+        (V, d) float32, the model's (tied) token embedding."""
+        if self.w1e is None:
+            return None
+        return np.ascontiguousarray(embedding @ self.w1e.T, dtype=np.float32)
 
     def log_normaliser(self, h_prime: np.ndarray) -> float:
         """lse_hat (nats), the linear estimate of ``logsumexp(h' @ E^T)``."""
@@ -129,8 +151,10 @@ class DraftHead:
         meta = json.dumps({"format": FORMAT, "lse_b": float(self.lse_b), "model": self.model, "info": self.info})
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
+            extra = {} if self.w1e is None else {"w1e": self.w1e}
             np.savez_compressed(fh, w1=self.w1, b1=self.b1, w2=self.w2, b2=self.b2, lse_w=self.lse_w,
-                                calibration=self.calibration, meta=np.frombuffer(meta.encode(), dtype=np.uint8))
+                                calibration=self.calibration, meta=np.frombuffer(meta.encode(), dtype=np.uint8),
+                                **extra)
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shipped head from other users
         os.replace(tmp, path)
         return path
@@ -141,10 +165,11 @@ class DraftHead:
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(bytes(z["meta"]).decode())
-                if meta.get("format") != FORMAT:
-                    raise ValueError(f"{path}: not a draft head of format {FORMAT}")
+                if meta.get("format") not in READ_FORMATS:
+                    raise ValueError(f"{path}: not a draft head of format {' or '.join(map(str, READ_FORMATS))}")
                 return cls(z["w1"], z["b1"], z["w2"], z["b2"], z["lse_w"], float(meta["lse_b"]), z["calibration"],
-                           dict(meta.get("model") or {}), dict(meta.get("info") or {}))
+                           z["w1e"] if "w1e" in z.files else None, dict(meta.get("model") or {}),
+                           dict(meta.get("info") or {}))
         except (KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path}: not a draft head ({err})") from None
         except (ValueError, OSError):
@@ -154,7 +179,8 @@ class DraftHead:
 
     def describe(self) -> dict:
         """Plain data for status and benchmark reports."""
-        return {"model": self.model, "calibration": [round(float(w), 4) for w in self.calibration], **self.info}
+        return {"model": self.model, "calibration": [round(float(w), 4) for w in self.calibration],
+                "pending_token": self.w1e is not None, **self.info}
 
 
 def logit(q: float) -> float:
@@ -177,12 +203,14 @@ class DepthOneFeature:
     Shared by the tree builders through :attr:`engine.acceptance.AcceptanceEstimator.depth_one`. The builders adjust
     every depth-1 node's estimate (:meth:`adjust`, and the same arithmetic in ``draft_tree.c``) and record it;
     after each verification the decoder calls :meth:`step` with the token the model committed after the pending
-    one (the calibration learns whether each recorded candidate was it: :meth:`learn`) and the final hidden state
-    of the row whose choice was the new pending token (:meth:`set_hidden`): on the CPU one C call does both.
+    one (the calibration learns whether each recorded candidate was it: :meth:`learn`), the final hidden state
+    of the row whose choice was the new pending token and that token (:meth:`set_hidden`): on the CPU one C call
+    does both.
 
     Buffers the C builder reads (fixed addresses): ``hidden`` (d,) float32 h'; ``params`` (5,) float64
     (enabled, lse_hat, w_q, w_f, w_0); ``seen_tokens`` (SEEN_CAP + 1,) int64, the count first;
-    ``seen_values`` (2 * SEEN_CAP,) float64, each recorded node's (q, feature).
+    ``seen_values`` (2 * SEEN_CAP,) float64, each recorded node's (q, feature). A head with ``w1e`` also keeps
+    ``pending_table`` ((V, r) float32, :meth:`DraftHead.pending_table`; 4 MB for tiny-py-coder at r = 128).
 
     Args:
         head: a :class:`DraftHead`.
@@ -205,6 +233,7 @@ class DepthOneFeature:
         self.params[2:5] = head.calibration
         self.seen_tokens = np.zeros(SEEN_CAP + 1, dtype=np.int64)
         self.seen_values = np.zeros(2 * SEEN_CAP, dtype=np.float64)
+        self.pending_table = head.pending_table(embedding)
         self.learned = 0  # depth-1 nodes learned from
         self._native = self._native_args()
         # hidden-state blocks already checked for the C call -> (address, rows, row stride): the native step hands
@@ -228,17 +257,20 @@ class DepthOneFeature:
         scratch = np.zeros(r, dtype=np.float32)
         keep = (panels, scratch)
         da = np.array([self.head.lse_b], dtype=np.float64)
+        table = self.pending_table
         ia = np.array([panels[0].ctypes.data, self.head.b1.ctypes.data, panels[1].ctypes.data, self.head.b2.ctypes.data,
                        self.head.lse_w.ctypes.data, scratch.ctypes.data, self.hidden.ctypes.data, d,
-                       self.params.ctypes.data, r, self.seen_tokens.ctypes.data, self.seen_values.ctypes.data],
+                       self.params.ctypes.data, r, self.seen_tokens.ctypes.data, self.seen_values.ctypes.data,
+                       0 if table is None else table.ctypes.data, 0 if table is None else len(table)],
                       dtype=np.int64)
         return lib.fc_head_hidden, lib.fc_head_step, ia.ctypes.data, da.ctypes.data, (ia, da, keep)
 
-    def step(self, holder: list, row: int, first: int) -> None:
+    def step(self, holder: list, row: int, first: int, pending: int = -1) -> None:
         """After a verification: :meth:`learn` from ``first`` (the token committed after the pending one; < 0:
         nothing to learn from), then :meth:`set_hidden` from row ``row`` of the block of final hidden states
-        ``holder[0]`` ((1, R, d) tensor, :func:`engine.lean_forward.hidden_rows`' holder), the head disabled when
-        there is none or ``row`` is outside it. On the CPU in float32 one C call (``fc_head_step``) does both,
+        ``holder[0]`` ((1, R, d) tensor, :func:`engine.lean_forward.hidden_rows`' holder) and ``pending``, the new
+        pending token (that row's choice; < 0 or outside the vocabulary: the head's pending term left out), the head
+        disabled when there is none or ``row`` is outside it. On the CPU in float32 one C call (``fc_head_step``) does both,
         reading the row in place (the Python calls and tensor indexing cost ~100 us a step with the caches cold)."""
         rows = holder[0]
         native = self._native
@@ -250,14 +282,14 @@ class DepthOneFeature:
                     self._blocks.clear()
                 block = self._blocks[rows] = (rows.data_ptr(), rows.shape[1], rows.stride(1))
             if block is not None:
-                self.learned += native[1](native[2], native[3], block[0], block[1], block[2], row, first,
+                self.learned += native[1](native[2], native[3], block[0], block[1], block[2], row, first, pending,
                                           self.learning_rate)
                 return
         self.learn(first)
         if rows is None or not 0 <= row < rows.shape[1]:
             self.params[0] = 0.0
             return
-        self.set_hidden(rows[0, row])
+        self.set_hidden(rows[0, row], pending)
 
     @property
     def enabled(self) -> bool:
@@ -268,13 +300,14 @@ class DepthOneFeature:
         """No adjustment until the next :meth:`set_hidden` (e.g. the prefill's draft, before any forward)."""
         self.params[0] = 0.0
 
-    def set_hidden(self, h) -> None:
+    def set_hidden(self, h, pending: int = -1) -> None:
         """Take ``h``, the (d,) final hidden state (torch tensor or numpy, any float dtype) of the row whose choice
-        is the pending token: h' and lse_hat for the next tree. A row of another size disables the head."""
+        is the pending token, and ``pending``, that token (< 0 or outside the vocabulary: the head's pending term
+        left out): h' and lse_hat for the next tree. A row of another size disables the head."""
         native = self._native
         if native is not None and isinstance(h, torch.Tensor) and h.dtype == torch.float32 \
                 and h.is_cpu and h.dim() == 1 and h.shape[0] == self.hidden.shape[0] and h.is_contiguous():
-            native[0](native[2], native[3], h.data_ptr())
+            native[0](native[2], native[3], h.data_ptr(), pending)
             return
         if hasattr(h, "detach"):
             h = h.detach()
@@ -285,7 +318,9 @@ class DepthOneFeature:
         if h.shape[0] != self.hidden.shape[0]:
             self.params[0] = 0.0
             return
-        self.head.hidden(h, out=self.hidden)
+        table = self.pending_table
+        row = table[pending] if table is not None and 0 <= pending < len(table) else None
+        self.head.hidden(h, out=self.hidden, pending_row=row)
         self.params[1] = self.head.log_normaliser(self.hidden)
         self.params[0] = 1.0 if math.isfinite(self.params[1]) else 0.0
 

@@ -139,7 +139,8 @@ class Generation:
         # the draft head serves completions that may span lines: on one-line completions (a stop at the newline:
         # a few steps each) it lost up to 13% in wall clock, in 5 of 6 cell-runs (benchmarks/results/2026-11-26k,
         # fim-line), where longer ones gained (function +4%), so those draft without it
-        self.head = decoder.depth_one if drafter is not None and not one_line(stop) else None
+        self.head = (decoder.depth_one if drafter is not None and (decoder.head_on_lines or not one_line(stop))
+                     else None)
         # a greedy step's verification for this generation's cache, its checks made once (generate() pins the
         # weights), the acceptance counts, per-source hits and the draft head's step done in the same native call
         # where it can; a plain step (ar) is the verification of an empty tree: the same forward, without ~55 us of
@@ -198,7 +199,7 @@ class Generation:
         prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.decoder.loaded.device)
         pending = self._choose(prefill(self.model, self.cache, prompt))
         if self.head is not None:
-            self.decoder._feed_head([], -1)
+            self.decoder._feed_head([], -1, pending)
         return pending, None
 
     def _prefill_with_draft(self, start: int) -> tuple[int, str | None]:
@@ -220,7 +221,7 @@ class Generation:
         committed = tree.tokens[path].tolist() + [pending]
         self.retrieval_s += self._learn(context, tree, path, committed)
         if self.head is not None:
-            self.decoder._feed_head(path, committed[0])
+            self.decoder._feed_head(path, committed[0], pending)
         ended = not self.commit(committed[:-1])
         self.prefill_accepted = len(self.out)
         if ended:
@@ -328,7 +329,7 @@ class Generation:
         else:
             self.retrieval_s += self._learn(ctx_view, tree, path, committed, counted)
         if self.head is not None and not (counted and self.head_in_verify):
-            self.decoder._feed_head(path, committed[0])
+            self.decoder._feed_head(path, committed[0], committed[-1])
         self.accepted_lengths.append(len(committed))
         # all but the last committed token are in the KV cache now; the last becomes pending
         return committed[-1] if self.commit(committed[:-1]) else None

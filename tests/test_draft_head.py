@@ -28,15 +28,17 @@ COST = VerifyCost([1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
 MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "tiny-py-coder"
 
 
-def _head(dim: int, seed: int, calibration=(0.8, 0.4, 1.7)) -> dh.DraftHead:
+def _head(dim: int, seed: int, calibration=(0.8, 0.4, 1.7), pending: bool = False) -> dh.DraftHead:
     rng = np.random.default_rng(seed)
     return dh.DraftHead(rng.normal(0, 0.3, (dim, dim)), rng.normal(0, 0.1, dim), rng.normal(0, 0.3, (dim, dim)),
-                        rng.normal(0, 0.1, dim), rng.normal(0, 0.2, dim), 1.5, np.array(calibration))
+                        rng.normal(0, 0.1, dim), rng.normal(0, 0.2, dim), 1.5, np.array(calibration),
+                        rng.normal(0, 0.3, (dim, dim)) if pending else None)
 
 
-def _feature(vocab: int, dim: int, seed: int, calibration=(0.8, 0.4, 1.7)) -> dh.DepthOneFeature:
+def _feature(vocab: int, dim: int, seed: int, calibration=(0.8, 0.4, 1.7), pending: bool = False) -> dh.DepthOneFeature:
     rng = np.random.default_rng(seed + 100)
-    feature = dh.DepthOneFeature(_head(dim, seed, calibration), rng.normal(0, 1, (vocab, dim)).astype(np.float32))
+    feature = dh.DepthOneFeature(_head(dim, seed, calibration, pending),
+                                 rng.normal(0, 1, (vocab, dim)).astype(np.float32))
     feature.set_hidden(rng.normal(0, 1, dim).astype(np.float32))
     return feature
 
@@ -135,11 +137,13 @@ def test_calibration_learns_known_weights_online():
     assert log_loss(data[:2000]) < before - 0.05
 
 
-def test_native_step_equals_python_learning_and_feeding():
-    """fc_head_step learns bit for bit as the Python loop does and reads the row set_hidden is given."""
+@pytest.mark.parametrize("pending_term", [False, True])
+def test_native_step_equals_python_learning_and_feeding(pending_term):
+    """fc_head_step learns bit for bit as the Python loop does and reads the row and the pending token set_hidden
+    is given (Hydra's term for a token in the vocabulary, none for -1 or one past it)."""
     import torch
 
-    a, b = _feature(6, 8, 3), _feature(6, 8, 3)
+    a, b = _feature(6, 8, 3, pending=pending_term), _feature(6, 8, 3, pending=pending_term)
     if a._native is None:
         pytest.skip("no native library with AVX2")
     rng = np.random.default_rng(1)
@@ -153,14 +157,14 @@ def test_native_step_equals_python_learning_and_feeding():
             f.seen_tokens[1:1 + k] = toks
             f.seen_values[:2 * k] = values
         first = int(rng.integers(-1, 6))
-        row = int(rng.integers(0, 5))
-        a.step([rows], row, first)
+        row, pending = int(rng.integers(0, 5)), int(rng.integers(-1, 7))
+        a.step([rows], row, first, pending)
         b.learn(first)
-        b.set_hidden(rows[0, row].numpy())
+        b.set_hidden(rows[0, row].numpy(), pending)
         assert a.seen_tokens[0] == b.seen_tokens[0] == 0
+        assert np.allclose(a.hidden, b.hidden, atol=1e-5) and abs(a.params[1] - b.params[1]) < 1e-4
     assert a.params[2:5].tolist() == b.params[2:5].tolist() != [0.8, 0.4, 1.7]
     assert a.learned == b.learned > 0
-    assert np.allclose(a.hidden, b.hidden, atol=1e-5) and abs(a.params[1] - b.params[1]) < 1e-4
     a.step([rows], 5, -1)
     assert not a.enabled
     a.step([rows], 2, -1)
@@ -169,14 +173,39 @@ def test_native_step_equals_python_learning_and_feeding():
     assert not a.enabled
 
 
-def test_files_round_trip_and_bad_files_fail_clearly(tmp_path, monkeypatch):
-    head = _head(8, 1)
+def test_the_pending_token_moves_the_head_as_its_table_row_says():
+    """A head with ``w1e``: h' reads the pending token's row of E @ w1e.T (the same as w1e @ E[pending]); another
+    token gives another h', -1 or a token outside the vocabulary leaves the term out (as a head without w1e)."""
+    feature = _feature(6, 8, 2, pending=True)
+    head, emb = feature.head, feature.embedding
+    h = np.random.default_rng(5).normal(0, 1, 8).astype(np.float32)
+    assert feature.pending_table.shape == (6, 8)
+    for pending in range(6):
+        feature.set_hidden(h, pending)
+        a = head.w1 @ h + head.w1e @ emb[pending] + head.b1
+        want = h + head.w2 @ (a / (1 + np.exp(-a))) + head.b2
+        assert np.allclose(feature.hidden, want, atol=1e-4)
+    feature.set_hidden(h, 3)
+    three = feature.hidden.copy()
+    feature.set_hidden(h, 4)
+    assert not np.allclose(feature.hidden, three, atol=1e-3)
+    plain = dh.DepthOneFeature(dh.DraftHead(head.w1, head.b1, head.w2, head.b2, head.lse_w, head.lse_b), emb)
+    plain.set_hidden(h, 3)
+    for outside in (-1, 6):
+        feature.set_hidden(h, outside)
+        assert np.allclose(feature.hidden, plain.hidden, atol=1e-5)
+
+
+@pytest.mark.parametrize("pending_term", [False, True])
+def test_files_round_trip_and_bad_files_fail_clearly(tmp_path, monkeypatch, pending_term):
+    head = _head(8, 1, pending=pending_term)
     head.model, head.info = {"params": 3, "head_sha256": "ab"}, {"top1": 0.3}
     path = head.save(tmp_path / "h.npz")
     back = dh.DraftHead.load(path)
-    for name in ("w1", "b1", "w2", "b2", "lse_w", "calibration"):
+    for name in ("w1", "b1", "w2", "b2", "lse_w", "calibration", "w1e"):
         assert np.array_equal(getattr(back, name), getattr(head, name))
     assert (back.lse_b, back.model, back.info) == (head.lse_b, head.model, head.info)
+    assert back.describe()["pending_token"] is pending_term
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError):
         dh.DraftHead.load(tmp_path / "bad.npz")
@@ -184,6 +213,8 @@ def test_files_round_trip_and_bad_files_fail_clearly(tmp_path, monkeypatch):
         dh.DraftHead.load(tmp_path / "missing.npz")
     with pytest.raises(ValueError):
         dh.DraftHead(np.zeros((4, 4)), np.zeros(3), np.zeros((4, 4)), np.zeros(4), np.zeros(4), 0.0)
+    with pytest.raises(ValueError):  # w1e of another shape than w1
+        dh.DraftHead(np.zeros((4, 4)), np.zeros(4), np.zeros((4, 4)), np.zeros(4), np.zeros(4), 0.0, w1e=np.zeros(3))
     with pytest.raises(ValueError):
         dh.DepthOneFeature(head, np.zeros((5, 7), dtype=np.float32))
 
@@ -238,15 +269,19 @@ def test_the_decoder_feeds_the_head_the_pending_tokens_row_and_stays_lossless(ti
     assert one_line.token_ids[:len(plain)] == plain  # a step may commit past the stop (checked once a forward)
     ids = tiny.tokenizer(prompt, add_special_tokens=False)["input_ids"]
     with torch.inference_mode():
-        h = tiny.model.base_model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1].float().numpy()
-    fast.depth_one.set_hidden(h)
+        h = tiny.model.base_model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1].float()
+        pending = int((h @ tiny.model.get_output_embeddings().weight.T).argmax())
+    assert fast.depth_one.pending_table is not None, "the packaged head reads the pending token"
+    fast.depth_one.set_hidden(h.numpy(), pending)
     expected = fast.depth_one.hidden.copy()
+    fast.depth_one.set_hidden(h.numpy(), (pending + 1) % tiny.vocab_size)
+    assert not np.allclose(fast.depth_one.hidden, expected, atol=1e-4)
     from engine.steps import prefill
     from engine.kv_cache import new_kv_cache
 
     with torch.inference_mode():
         prefill(tiny.model, new_kv_cache(tiny.model), torch.tensor([ids]))
-    fast._feed_head([], -1)
+    fast._feed_head([], -1, pending)
     assert np.allclose(fast.depth_one.hidden, expected, atol=1e-4)
     off = SpeculativeDecoder(tiny, method="fastcoder", draft_head=False)
     assert off.depth_one is None

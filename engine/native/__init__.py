@@ -124,9 +124,9 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
     lib.fc_head_hidden.restype = None  # the draft head's h' and lse_hat (engine.draft_head, draft_tree.c)
-    lib.fc_head_hidden.argtypes = [ptr, ptr, ptr]
+    lib.fc_head_hidden.argtypes = [ptr, ptr, ptr, i64]
     lib.fc_head_step.restype = i64  # a decode step's draft-head work: learn, then the next h' (draft_tree.c)
-    lib.fc_head_step.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, dbl]
+    lib.fc_head_step.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, i64, dbl]
     f32, cint = ctypes.c_float, ctypes.c_int
     lib.fc_fused_layer_supported.restype = cint
     lib.fc_fused_layer_supported.argtypes = [i64]

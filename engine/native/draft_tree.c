@@ -117,19 +117,27 @@ static double depth_one_estimate(const draft_head_args *head, int64_t tok, doubl
 
 void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y); /* small_gemm.c */
 
-/* The draft head on one final hidden state h (dim floats): h' = h + W2 SiLU(W1 h + b1) + b2 into out, and
+/* The draft head on one final hidden state h (dim floats) and the pending token: h' = h + W2 SiLU(W1 h + T[pending]
+   + b1) + b2 into out (T: the head's pending table, vocab x rank floats, Hydra's W1e E[pending] of each token; no
+   table, or a pending token outside it: that term left out), and
    lse_hat = lse_w . h' + lse_b into params[1], params[0] = 1 (0 when lse_hat is not finite). W1 and W2 packed by
    fc_gemm_pack (one-row products through small_gemm.c's kernels: 9-12 us a call for d = 256, where numpy's two matrix-vector
    products and the conversions took ~48 us a step; on the calling thread: a parallel region cost ~60 us here). W1 is
    rank x dim, W2 dim x rank. ia: W1 panels, b1, W2 panels, b2, lse_w, scratch (rank floats), out, dim, params, rank
-   (pointers as integers); da: lse_b. Callers check fc_gemm_supported first. */
-void fc_head_hidden(const int64_t *ia, const double *da, const float *h) {
+   (pointers as integers), [10] [11] (fc_head_step's), [12] T (0: none), [13] T's rows; da: lse_b. Callers check
+   fc_gemm_supported first. */
+void fc_head_hidden(const int64_t *ia, const double *da, const float *h, int64_t pending) {
 #define Q(i, T) ((T)(intptr_t)ia[i])
     const float *b1 = Q(1, const float *), *b2 = Q(3, const float *), *lse_w = Q(4, const float *);
     float *a = Q(5, float *), *out = Q(6, float *);
     int64_t d = ia[7], r = ia[9];
     double *params = Q(8, double *);
     fc_gemm_serial(h, 1, d, Q(0, const float *), r, a);
+    const float *table = Q(12, const float *);
+    if (table && pending >= 0 && pending < ia[13]) {
+        const float *t = table + pending * r;
+        for (int64_t i = 0; i < r; i++) a[i] += t[i];
+    }
     for (int64_t i = 0; i < r; i++) {
         float v = a[i] + b1[i];
         a[i] = v / (1.0f + expf(-v));
@@ -169,10 +177,11 @@ static int64_t head_learn(double *params, int64_t *seen_tokens, const double *se
 
 /* One decode step's draft-head work in one call, after verification: learn from the last build's depth-1 nodes
    (head_learn; first < 0 or lr == 0: nothing learned, the record dropped), then fc_head_hidden on row `row` of a
-   (n_rows x dim, row stride `stride` floats) block of final hidden states (out of range: the head disabled,
-   params[0] = 0). ia: fc_head_hidden's, then [10] seen_tokens, [11] seen_values. Returns the nodes learned from. */
+   (n_rows x dim, row stride `stride` floats) block of final hidden states and `pending`, that row's choice (out of
+   range: the head disabled, params[0] = 0). ia: fc_head_hidden's, [10] seen_tokens, [11] seen_values. Returns the
+   nodes learned from. */
 int64_t fc_head_step(const int64_t *ia, const double *da, const float *rows, int64_t n_rows, int64_t stride,
-                     int64_t row, int64_t first, double lr) {
+                     int64_t row, int64_t first, int64_t pending, double lr) {
     double *params = (double *)(intptr_t)ia[8];
     int64_t *seen_tokens = (int64_t *)(intptr_t)ia[10];
     int64_t learned = 0;
@@ -183,7 +192,7 @@ int64_t fc_head_step(const int64_t *ia, const double *da, const float *rows, int
         params[0] = 0.0;
         return learned;
     }
-    fc_head_hidden(ia, da, rows + row * stride);
+    fc_head_hidden(ia, da, rows + row * stride, pending);
     return learned;
 }
 

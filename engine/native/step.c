@@ -35,7 +35,7 @@ int64_t fc_screen_argmax(const float *x, int64_t m, int64_t k, const int8_t *q, 
 
 int64_t fc_tree_inputs(const int64_t *parents, int64_t n, int64_t past, float low, float *mask, int64_t *positions);
 int64_t fc_head_step(const int64_t *ia, const double *da, const float *rows, int64_t n_rows, int64_t stride,
-                     int64_t row, int64_t first, double lr);
+                     int64_t row, int64_t first, int64_t pending, double lr);
 
 #define P(i, T) ((T)sa[i])
 /* Fields a layer has in fc_fused_forward's ia (decoder_layer.c): 11 kv_heads, 12 head size, 13 and 14 the cache's key
@@ -193,11 +193,13 @@ int64_t fc_greedy_tree_verify_learn(const int64_t *sa, const double *sd, int64_t
     int64_t *hits = (int64_t *)(intptr_t)learn[L_HITS];
     if (hits && sources)
         for (int64_t j = 0; j < len; j++) hits[sources[path[j]]] += 1;
-    if (learn[L_HEAD_IA])
+    if (learn[L_HEAD_IA]) {
+        int64_t row = len ? path[len - 1] + 1 : 0; /* the row that chose the new pending token, committed[len] */
         learn[L_HEAD_LEARNED] = fc_head_step((const int64_t *)(intptr_t)learn[L_HEAD_IA],
                                              (const double *)(intptr_t)learn[L_HEAD_DA], P(13, const float *), n + 1,
-                                             sa[3], len ? path[len - 1] + 1 : 0, committed[0],
+                                             sa[3], row, committed[0], committed[len],
                                              *(const double *)(intptr_t)learn[L_HEAD_LR]);
+    }
     learn[L_LEARNED] = 1;
     return len;
 }
