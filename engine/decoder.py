@@ -87,8 +87,7 @@ class SpeculativeDecoder:
             :class:`engine.history.CompletionHistory` to share across decoders; default: one per decoder,
             so every generation's output becomes a draft source for the later ones, any document);
             ``draft_head`` (default True: the head trained for this model, :func:`engine.draft_head.find_draft_head`;
-            False: none; a path: that head file, where the estimator has no head yet) and ``draft_head_lines``
-            (default False: one-line completions, a stop at the newline, draft without the head).
+            False: none; a path: that head file, where the estimator has no head yet).
             sdsat and fastcoder+sdsat (:mod:`engine.sdsat.drafter`): ``adaptive_tokens`` (k, default
             the model's trained window L; a cap when sized by cost), ``adaptive_width`` (candidates
             per adaptive position; default 1 when greedy, 3 when sampling), ``adaptive_every_step``
@@ -131,7 +130,6 @@ class SpeculativeDecoder:
             self.history = new_completion_history(loaded.model)
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
         use_head = self.options.pop("draft_head", True)  # True: the model's own (find_draft_head), or a file
-        self.head_on_lines = bool(self.options.pop("draft_head_lines", False))
         self.screened = bool(self.options.pop("screened_head", True))
         self.estimator = self.cost = None
         self.depth_one = None  # the draft head's depth-1 adjustment the decode loop feeds (engine.draft_head)

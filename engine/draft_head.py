@@ -25,6 +25,12 @@ verify cost; in wall clock, two runs of the nine cells against ``fastcoder-no-he
 of 6 cell-runs faster), ``fim-block`` -2 to +9%, ``fim-line`` -13 to +1% (5 of 6 slower). A step pays ~45 us for it
 (rank 128, caches cold). One-line completions (the decoder's ``stop`` holds ``"\n"``) therefore draft without it.
 
+A head may also read the pending token (``w1e``: Hydra, Ankner et al. 2024; ``fit-draft-head --pending-token``):
+``a = W1 h + W1e E[pending] + b1``, the second term one row of a (V, r) table a step. On tiny-py-coder it lowered the
+calibrated depth-1 log loss on three unseen repositories 0.2205 -> 0.2066 and raised the accepted length in 4 of 6
+cells by 1-4%, but was no faster in wall clock (paired 0.984, 0.958-1.010; ``benchmarks/results/2026-11-28f``): the
+packaged head does not read it.
+
 Lossless: the head only changes which draft nodes are verified, never what is accepted.
 """
 

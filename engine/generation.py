@@ -139,8 +139,7 @@ class Generation:
         # the draft head serves completions that may span lines: on one-line completions (a stop at the newline:
         # a few steps each) it lost up to 13% in wall clock, in 5 of 6 cell-runs (benchmarks/results/2026-11-26k,
         # fim-line), where longer ones gained (function +4%), so those draft without it
-        self.head = (decoder.depth_one if drafter is not None and (decoder.head_on_lines or not one_line(stop))
-                     else None)
+        self.head = decoder.depth_one if drafter is not None and not one_line(stop) else None
         # a greedy step's verification for this generation's cache, its checks made once (generate() pins the
         # weights), the acceptance counts, per-source hits and the draft head's step done in the same native call
         # where it can; a plain step (ar) is the verification of an empty tree: the same forward, without ~55 us of
