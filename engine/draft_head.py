@@ -276,8 +276,9 @@ class DepthOneFeature:
         nothing to learn from), then :meth:`set_hidden` from row ``row`` of the block of final hidden states
         ``holder[0]`` ((1, R, d) tensor, :func:`engine.lean_forward.hidden_rows`' holder) and ``pending``, the new
         pending token (that row's choice; < 0 or outside the vocabulary: the head's pending term left out), the head
-        disabled when there is none or ``row`` is outside it. On the CPU in float32 one C call (``fc_head_step``) does both,
-        reading the row in place (the Python calls and tensor indexing cost ~100 us a step with the caches cold)."""
+        disabled when there is none or ``row`` is outside it. On the CPU in float32 one C call (``fc_head_step``) does
+        both, reading the row in place (the Python calls and tensor indexing cost ~100 us a step with the caches
+        cold)."""
         rows = holder[0]
         native = self._native
         if native is not None and rows is not None:
