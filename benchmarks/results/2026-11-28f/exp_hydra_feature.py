@@ -11,20 +11,18 @@ markdown_it and scored on jinja2 / pluggy / pygls (log loss and AUC against the 
 
 Usage: OMP_NUM_THREADS=2 .venv/bin/python benchmarks/results/2026-11-28f/exp_hydra_feature.py ($TRAIN_FILES, $EPOCHS)
 """
-import argparse, os, random, sys, time
+import os, random, sys, time
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 torch.set_num_threads(int(os.environ.get("THREADS", "2")))
 from engine.bench import fit_head  # noqa: E402
-from engine.bench.fit_prior import replay_drafts  # noqa: E402
 from engine.bench.cli import _load_common  # noqa: E402
-from engine.acceptance import AcceptanceEstimator  # noqa: E402
-from engine.draft_head import DepthOneFeature, DraftHead, output_embedding  # noqa: E402
 from engine.fim import detect_fim_template  # noqa: E402
 from engine import load_model  # noqa: E402
+from depth_one_replay import cell_candidates  # noqa: E402
 
 loaded = load_model(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"))
 model, tok = loaded.model, loaded.tokenizer
@@ -91,45 +89,19 @@ for name, hydra in (("medusa", False), ("hydra", True)):
 del H, X, Y
 
 common = _load_common(loaded, "stdlib")
-emb = output_embedding(model)
-d, r = 256, 128
-recorder = DepthOneFeature(DraftHead(np.zeros((r, d), np.float32), np.zeros(r, np.float32),
-                                     np.zeros((d, r), np.float32), np.zeros(d, np.float32),
-                                     np.zeros(d, np.float32), 0.0), emb, learning_rate=0.0)
 rows = []  # (repo index, kind index, q, f_medusa, f_hydra, accepted)
 REPOS = ("click", "rich", "markdown_it", "jinja2", "pluggy", "pygls")
 KINDS = ("function", "fim-block", "fim-line")
 for ri, repo in enumerate(REPOS):
     for ki, kind in enumerate(KINDS):
-        estimator = AcceptanceEstimator()
-        estimator.depth_one = recorder
-        state = {}
-
-        def on_task(prompt, reference):
-            with torch.inference_mode():
-                state["h"] = fit_head._hidden_and_choice(model, prompt + reference)[0]
-
-        def before_step(context):
-            recorder.set_hidden(state["h"][len(context) - 2])  # enabled, the identity calibration: q unchanged
-            state["at"], state["pending"] = len(context) - 2, int(context[-1])
-
         n0 = len(rows)
-        with torch.inference_mode():
-            for step in replay_drafts(loaded, SITE / repo, kind, 10, 0, 128, estimator, common, on_task,
-                                      before_step):
-                seen = int(recorder.seen_tokens[0])
-                if seen:
-                    cands = recorder.seen_tokens[1:1 + seen].tolist()
-                    h = state["h"][state["at"]][None]
-                    x = torch.tensor([state["pending"]])
-                    feats = []
-                    for name in ("medusa", "hydra"):
-                        z = heads[name].hidden(h, x) @ E.T
-                        feats.append((z[0] - torch.logsumexp(z[0], -1))[cands].tolist())
-                    for j, t in enumerate(cands):
-                        rows.append((ri, ki, float(recorder.seen_values[2 * j]), feats[0][j], feats[1][j],
-                                     t == step.target[0]))
-                recorder.seen_tokens[0] = 0
+        for h, pending, cands, qs, accepted in cell_candidates(loaded, common, SITE / repo, kind):
+            with torch.inference_mode():
+                feats = []
+                for name in ("medusa", "hydra"):
+                    z = heads[name].hidden(h[None], torch.tensor([pending])) @ E.T
+                    feats.append((z[0] - torch.logsumexp(z[0], -1))[cands].tolist())
+            rows += [(ri, ki, q, f0, f1, y) for q, f0, f1, y in zip(qs, feats[0], feats[1], accepted)]
         print(f"{repo} {kind}: {len(rows) - n0} depth-1 candidates ({time.time() - t0:.0f} s)", flush=True)
 A = np.array(rows, dtype=np.float64)
 np.save(os.environ.get("OUT", "/tmp/hydra_rows.npy"), A)

@@ -9,16 +9,14 @@ import os, sys, time
 from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(HERE)]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 torch.set_num_threads(int(os.environ.get("THREADS", "2")))
 from engine import load_model  # noqa: E402
-from engine.acceptance import AcceptanceEstimator  # noqa: E402
-from engine.bench import fit_head  # noqa: E402
 from engine.bench.cli import _load_common  # noqa: E402
-from engine.bench.fit_prior import replay_drafts  # noqa: E402
-from engine.draft_head import DepthOneFeature, DraftHead, output_embedding  # noqa: E402
+from engine.draft_head import DraftHead, output_embedding  # noqa: E402
+from depth_one_replay import cell_candidates  # noqa: E402
 
 t0 = time.time()
 loaded = load_model(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"))
@@ -28,9 +26,6 @@ emb = output_embedding(model)
 SITE = ROOT / ".venv" / "lib" / "python3.11" / "site-packages"
 heads = {name: DraftHead.load(HERE / f"{name}-head.npz") for name in ("medusa", "hydra")}
 tables = {name: (torch.from_numpy(h.pending_table(emb)) if h.w1e is not None else None) for name, h in heads.items()}
-recorder = DepthOneFeature(DraftHead(np.zeros((128, 256), np.float32), np.zeros(128, np.float32),
-                                     np.zeros((256, 128), np.float32), np.zeros(256, np.float32),
-                                     np.zeros(256, np.float32), 0.0), emb, learning_rate=0.0)
 common = _load_common(loaded, "stdlib")
 
 
@@ -48,33 +43,14 @@ rows = []  # repo index, q, then per head (exact feature, linear feature), accep
 REPOS = ("click", "rich", "markdown_it", "jinja2", "pluggy", "pygls")
 for ri, repo in enumerate(REPOS):
     for kind in ("function", "fim-block", "fim-line"):
-        estimator = AcceptanceEstimator()
-        estimator.depth_one = recorder
-        state = {}
-
-        def on_task(prompt, reference):
+        for h, pending, cands, qs, accepted in cell_candidates(loaded, common, SITE / repo, kind):
             with torch.inference_mode():
-                state["h"] = fit_head._hidden_and_choice(model, prompt + reference)[0]
-
-        def before_step(context):
-            recorder.set_hidden(state["h"][len(context) - 2])
-            state["at"], state["pending"] = len(context) - 2, int(context[-1])
-
-        with torch.inference_mode():
-            for step in replay_drafts(loaded, SITE / repo, kind, 10, 0, 128, estimator, common, on_task, before_step):
-                seen = int(recorder.seen_tokens[0])
-                if seen:
-                    cands = recorder.seen_tokens[1:1 + seen].tolist()
-                    h = state["h"][state["at"]]
-                    per = []
-                    for name in heads:
-                        hp, lse, lse_hat = head_out(name, h, state["pending"])
-                        z = (E[cands] @ hp).tolist()
-                        per.append([(min(zz - lse, 0.0), min(max(zz - lse_hat, -16.0), 0.0)) for zz in z])
-                    for j, t in enumerate(cands):
-                        rows.append((ri, float(recorder.seen_values[2 * j]), *per[0][j], *per[1][j],
-                                     t == step.target[0]))
-                recorder.seen_tokens[0] = 0
+                per = []
+                for name in heads:
+                    hp, lse, lse_hat = head_out(name, h, pending)
+                    z = (E[cands] @ hp).tolist()
+                    per.append([(min(zz - lse, 0.0), min(max(zz - lse_hat, -16.0), 0.0)) for zz in z])
+            rows += [(ri, q, *m, *hy, y) for q, m, hy, y in zip(qs, per[0], per[1], accepted)]
     print(f"{repo}: {len(rows)} candidates so far ({time.time() - t0:.0f} s)", flush=True)
 A = np.array(rows, dtype=np.float64)
 
