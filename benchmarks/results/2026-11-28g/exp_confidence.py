@@ -13,22 +13,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks" / "results" / "2026-11-28f")]
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(ROOT), str(HERE.parent / "2026-11-28f"), str(HERE)]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from depth_one_replay import cell_candidates  # noqa: E402
-from engine import load_model  # noqa: E402
-from engine.bench.cli import _load_common  # noqa: E402
-from engine.draft_head import find_draft_head  # noqa: E402
+from head_probe import SITE, Probe  # noqa: E402
 
 t0 = time.time()
-loaded = load_model(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"))
-E = loaded.model.get_output_embeddings().weight.detach().float()
-head = find_draft_head(loaded.model)
-W1, B1, W2, B2 = (torch.from_numpy(np.asarray(x, dtype=np.float32)) for x in (head.w1, head.b1, head.w2, head.b2))
-common = _load_common(loaded, "stdlib")
-SITE = ROOT / ".venv" / "lib" / "python3.11" / "site-packages"
+probe = Probe()
+loaded, E, common = probe.loaded, probe.E, probe.common
 REPOS = ("click", "rich", "markdown_it", "jinja2", "pluggy", "pygls")
 KINDS = ("function", "fim-block", "fim-line")
 rows = []  # repo, kind, q, medusa log p(candidate), log p(pending), entropy, top-2 margin (nats), accepted
@@ -41,8 +36,7 @@ for ri, repo in enumerate(REPOS):
                 logp = z - torch.logsumexp(z, -1)
                 ent = float(-(logp.exp() * logp).sum())
                 top2 = torch.topk(z, 2).values
-                hm = h + W2 @ torch.nn.functional.silu(W1 @ h + B1) + B2
-                zm = hm @ E.T
+                zm = probe.head_logits(h)
                 fm = (zm - torch.logsumexp(zm, -1))[cands].tolist()
             rows += [(ri, ki, q, f, float(logp[pending]), ent, float(top2[0] - top2[1]), y)
                      for q, f, y in zip(qs, fm, accepted)]
@@ -80,8 +74,9 @@ train, test = A[A[:, 0] < 3], A[A[:, 0] >= 3]
 for ki, kind in enumerate(KINDS + ("all",)):
     tr = train if kind == "all" else train[train[:, 1] == ki]
     te = test if kind == "all" else test[test[:, 1] == ki]
-    print(f"{kind}: {len(te)} test candidates, {te[:, 7].mean():.3f} accepted; feature AUC log p(pending) "
-          f"{auc(te[:, 4], te[:, 7]):.3f}, -entropy {auc(-te[:, 5], te[:, 7]):.3f}, margin {auc(te[:, 6], te[:, 7]):.3f}")
+    y = te[:, 7]
+    print(f"{kind}: {len(te)} test candidates, {y.mean():.3f} accepted; feature AUC log p(pending) "
+          f"{auc(te[:, 4], y):.3f}, -entropy {auc(-te[:, 5], y):.3f}, margin {auc(te[:, 6], y):.3f}")
     for name, cols in MODELS.items():
         w = fit(design(tr, cols), tr[:, 7])
         p = np.clip(1 / (1 + np.exp(-design(te, cols) @ w)), 1e-6, 1 - 1e-6)

@@ -11,24 +11,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from engine import load_model  # noqa: E402
 from engine.acceptance import AcceptanceEstimator  # noqa: E402
 from engine.bench import fit_head  # noqa: E402
-from engine.bench.cli import _load_common  # noqa: E402
 from engine.bench.fit_prior import replay_drafts  # noqa: E402
-from engine.draft_head import find_draft_head  # noqa: E402
+from head_probe import SITE, Probe  # noqa: E402
 
 t0 = time.time()
-loaded = load_model(str(ROOT.parent / "shared" / "models" / "tiny-py-coder"))
-E = loaded.model.get_output_embeddings().weight.detach().float()
-head = find_draft_head(loaded.model)
-W1, B1, W2, B2 = (torch.from_numpy(np.asarray(x, dtype=np.float32)) for x in (head.w1, head.b1, head.w2, head.b2))
-common = _load_common(loaded, "stdlib")
-SITE = ROOT / ".venv" / "lib" / "python3.11" / "site-packages"
+probe = Probe()
+loaded, common = probe.loaded, probe.common
 for kind in ("function", "fim-block", "fim-line"):
     for repo in ("jinja2", "pluggy", "pygls"):
         state = {}
@@ -51,8 +45,7 @@ for kind in ("function", "fim-block", "fim-line"):
                     covered += 1
                     continue
                 h = state["h"][state["at"]]
-                z = (h + W2 @ torch.nn.functional.silu(W1 @ h + B1) + B2) @ E.T
-                p = torch.softmax(z, -1)
+                p = torch.softmax(probe.head_logits(h), -1)
                 top = int(p.argmax())
                 uncovered_head.append((top == int(step.target[0]), float(p[top])))
         u = np.array(uncovered_head, dtype=np.float64).reshape(-1, 2)
