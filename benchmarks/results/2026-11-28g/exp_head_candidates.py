@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from engine.acceptance import AcceptanceEstimator  # noqa: E402
 from engine.bench import fit_head  # noqa: E402
 from engine.bench.fit_prior import replay_drafts  # noqa: E402
-from head_probe import SITE, Probe  # noqa: E402
+from head_probe import SITE, Probe, depth_one_tokens  # noqa: E402
 
 t0 = time.time()
 probe = Probe()
@@ -40,8 +40,7 @@ for kind in ("function", "fim-block", "fim-line"):
             for step in replay_drafts(loaded, SITE / repo, kind, 10, 0, 128, AcceptanceEstimator(), common, on_task,
                                       before_step):
                 steps += 1
-                depth1 = {int(step.tree.tokens[i]) for i in range(step.tree.n_draft) if step.tree.parents[i] < 0}
-                if int(step.target[0]) in depth1:
+                if int(step.target[0]) in depth_one_tokens(step.tree):
                     covered += 1
                     continue
                 h = state["h"][state["at"]]

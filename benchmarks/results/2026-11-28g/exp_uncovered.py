@@ -13,30 +13,29 @@ import numpy as np  # noqa: E402
 
 from engine.acceptance import AcceptanceEstimator  # noqa: E402
 from engine.bench.fit_prior import replay_drafts  # noqa: E402
-from head_probe import SITE, Probe  # noqa: E402
+from head_probe import SITE, Probe, depth_one_tokens  # noqa: E402
 
-probe = Probe(); loaded, common = probe.loaded, probe.common
+probe = Probe()
+loaded, common = probe.loaded, probe.common
 tok = loaded.tokenizer
-for kind in ("function",):
-    for repo in ("jinja2", "pluggy", "pygls"):
-        state = {}
-        def on_task(prompt, reference): state["prompt"] = prompt
-        steps = covered = 0
-        in_ctx = in_ctx_after_prev = 0
-        samples = []
-        for step in replay_drafts(loaded, SITE / repo, kind, 10, 0, 128, AcceptanceEstimator(), common, on_task):
-            steps += 1
-            depth1 = {int(step.tree.tokens[i]) for i in range(step.tree.n_draft) if step.tree.parents[i] < 0}
-            t = int(step.target[0])
-            if t in depth1:
-                covered += 1; continue
-            ctx = np.asarray(step.context)
-            if (ctx == t).any(): in_ctx += 1
-            # bigram: (pending, t) occurs in the context
-            prev = int(ctx[-1])
-            if ((ctx[:-1] == prev) & (ctx[1:] == t)).any(): in_ctx_after_prev += 1
-            if len(samples) < 12: samples.append((tok.decode(ctx[-6:].tolist()), tok.decode([t]), len(depth1)))
-        u = steps - covered
-        print(f"{kind} {repo}: steps {steps}, uncovered {u}; next token anywhere in the context {in_ctx/u:.2f}, "
-              f"after the pending token somewhere in the context {in_ctx_after_prev/u:.2f}", flush=True)
-        for s in samples: print("   ", repr(s[0]), "->", repr(s[1]), "depth-1 candidates", s[2])
+kind = "function"
+for repo in ("jinja2", "pluggy", "pygls"):
+    steps = covered = in_ctx = after_pending = 0
+    samples = []
+    for step in replay_drafts(loaded, SITE / repo, kind, 10, 0, 128, AcceptanceEstimator(), common):
+        steps += 1
+        depth1 = depth_one_tokens(step.tree)
+        t = int(step.target[0])
+        if t in depth1:
+            covered += 1
+            continue
+        ctx = np.asarray(step.context)
+        in_ctx += bool((ctx == t).any())
+        after_pending += bool(((ctx[:-1] == ctx[-1]) & (ctx[1:] == t)).any())  # the bigram (pending, t)
+        if len(samples) < 12:
+            samples.append((tok.decode(ctx[-6:].tolist()), tok.decode([t]), len(depth1)))
+    u = steps - covered
+    print(f"{kind} {repo}: steps {steps}, uncovered {u}; next token anywhere in the context {in_ctx / u:.2f}, "
+          f"after the pending token somewhere in the context {after_pending / u:.2f}", flush=True)
+    for before, after, n in samples:
+        print("   ", repr(before), "->", repr(after), "depth-1 candidates", n)

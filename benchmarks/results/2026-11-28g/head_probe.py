@@ -1,5 +1,5 @@
 """What this folder's draft-head experiments share: tiny-py-coder, its output embedding, the packaged draft head as
-torch tensors, D_c (the standard library) and the installed packages' folder."""
+torch tensors, D_c (the standard library), the installed packages' folder and a tree's depth-1 tokens."""
 from pathlib import Path
 
 import numpy as np
@@ -28,3 +28,8 @@ class Probe:
         """(V,) the packaged head's logits for the token after the pending one, from the (d,) final hidden state of
         the row that chose it (Medusa's block, engine.draft_head.DraftHead)."""
         return (h + self.w2 @ torch.nn.functional.silu(self.w1 @ h + self.b1) + self.b2) @ self.E.T
+
+
+def depth_one_tokens(tree) -> set[int]:
+    """The token ids of a draft tree's depth-1 nodes (those hanging from the pending token)."""
+    return {int(tree.tokens[i]) for i in range(tree.n_draft) if tree.parents[i] < 0}
