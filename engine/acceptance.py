@@ -156,6 +156,10 @@ class AcceptanceEstimator:
         #: The draft head's depth-1 adjustment (:class:`engine.draft_head.DepthOneFeature`), or None: the tree
         #: builders apply it to every depth-1 node's estimate; the decoder feeds and teaches it.
         self.depth_one = None
+        #: The learned per-node estimate (:class:`engine.node_model.NodeModel`), or None: the tree builders apply it
+        #: to every node's estimate before the draft head. Opt-in (the decoder's ``node_model`` option takes the one
+        #: shipped with the model's prior): on this project's CPU it did not pay in wall-clock time.
+        self.node_model = None
         self._pseudo = (0.0, 0.0)  # (accepted, tried) pseudo-observations in the arrays, summed
         self._views = None  # the four arrays and memoryviews of them (update's per-node loop)
         if prior is not None and prior.strength > 0.0:

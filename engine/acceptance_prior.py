@@ -97,6 +97,9 @@ class AcceptancePrior:
         strength: pseudo-observations per bucket (:meth:`engine.acceptance.AcceptanceEstimator.__init__`).
         model: :func:`model_identity` of the model it was fitted for.
         info: what it was fitted on (repositories, task kinds, nodes, acceptance rate): plain data.
+        node_model: the learned per-node estimate fitted for the same model (:class:`engine.node_model.NodeModel`),
+            or None; a decoder asked for it (``node_model=True``) gives it to its estimator
+            (:attr:`engine.acceptance.AcceptanceEstimator.node_model`).
     """
 
     weights: np.ndarray
@@ -104,6 +107,7 @@ class AcceptancePrior:
     strength: float = DEFAULT_STRENGTH
     model: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    node_model: object = None
     _rates: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def rates(self) -> np.ndarray:
@@ -116,11 +120,17 @@ class AcceptancePrior:
 
     def describe(self) -> dict:
         """Plain data for status and benchmark reports: the model it serves, strength and what it was fitted on."""
-        return {"model": self.model, "strength": self.strength, **self.info}
+        nodes = self.node_model
+        return {"model": self.model, "strength": self.strength, **self.info,
+                "node_model": {"hidden": nodes.hidden, **(self.info.get("node_model_info") or {})}
+                if nodes is not None else None}
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "weights": [float(w) for w in self.weights], "bias": float(self.bias),
-                "strength": float(self.strength), "model": self.model, "info": self.info}
+        out = {"format": FORMAT, "weights": [float(w) for w in self.weights], "bias": float(self.bias),
+               "strength": float(self.strength), "model": self.model, "info": self.info}
+        if self.node_model is not None:
+            out["node_model"] = self.node_model.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "AcceptancePrior":
@@ -131,7 +141,13 @@ class AcceptancePrior:
         strength = float(data.get("strength", DEFAULT_STRENGTH))
         if weights.shape != (NUM_FEATURES,) or not np.all(np.isfinite(weights)) or not strength >= 0.0:
             raise ValueError("acceptance prior: weights or strength malformed")
-        return cls(weights, float(data["bias"]), strength, dict(data.get("model") or {}), dict(data.get("info") or {}))
+        nodes = None
+        if data.get("node_model") is not None:
+            from .node_model import NodeModel  # noqa: PLC0415
+
+            nodes = NodeModel.from_dict(data["node_model"])
+        return cls(weights, float(data["bias"]), strength, dict(data.get("model") or {}), dict(data.get("info") or {}),
+                   nodes)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write as JSON (to a temporary, then renamed into place); returns the path."""

@@ -87,7 +87,9 @@ class SpeculativeDecoder:
             :class:`engine.history.CompletionHistory` to share across decoders; default: one per decoder,
             so every generation's output becomes a draft source for the later ones, any document);
             ``draft_head`` (default True: the head trained for this model, :func:`engine.draft_head.find_draft_head`;
-            False: none; a path: that head file, where the estimator has no head yet).
+            False: none; a path: that head file, where the estimator has no head yet); ``node_model`` (default
+            False: the bucket estimates alone; True: the learned per-node estimate that comes with the model's
+            acceptance prior, :mod:`engine.node_model`, where it has one; opt-in: no faster on this project's CPU).
             sdsat and fastcoder+sdsat (:mod:`engine.sdsat.drafter`): ``adaptive_tokens`` (k, default
             the model's trained window L; a cap when sized by cost), ``adaptive_width`` (candidates
             per adaptive position; default 1 when greedy, 3 when sampling), ``adaptive_every_step``
@@ -130,6 +132,7 @@ class SpeculativeDecoder:
             self.history = new_completion_history(loaded.model)
         self.size_by_cost = bool(self.options.pop("size_by_cost", method in COST_SIZED_METHODS))
         use_head = self.options.pop("draft_head", True)  # True: the model's own (find_draft_head), or a file
+        use_nodes = bool(self.options.pop("node_model", False))  # True: the prior's node model (engine.node_model)
         self.screened = bool(self.options.pop("screened_head", True))
         self.estimator = self.cost = None
         self.depth_one = None  # the draft head's depth-1 adjustment the decode loop feeds (engine.draft_head)
@@ -143,6 +146,8 @@ class SpeculativeDecoder:
 
             self.estimator = (shared_estimator if shared_estimator is not None
                               else AcceptanceEstimator(prior=find_prior(loaded.model)))
+            if use_nodes:
+                self.estimator.node_model = getattr(self.estimator.prior, "node_model", None)
             if use_head and method in ("fastcoder", "fastcoder+sdsat"):
                 self.depth_one = self._attach_draft_head(None if use_head is True else use_head)
             self.cost = verify_cost if verify_cost is not None else load_or_measure_verify_cost(loaded)

@@ -106,8 +106,8 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
     # then insertion order.
     keys = probs = None
     if sized:
-        keep, keys, probs = _choose_by_estimate(cells, parent, token, depth, source, best_share, match, budget,
-                                                min_prob, estimator, cost)
+        keep, keys, probs = _choose_by_estimate(cells, parent, token, depth, source, best_share, match, weight,
+                                                budget, min_prob, estimator, cost)
     else:
         order = np.lexsort((np.arange(n), token, depth, -weight))
         order = order[best_share[order] >= min_prob - 1e-12][:budget]
@@ -232,15 +232,21 @@ def _prefix_closed(keep: np.ndarray, cells: np.ndarray) -> np.ndarray:
     return out
 
 
-def _choose_by_estimate(cells, parent, token, depth, source, share, match, budget, min_prob, estimator, cost):
+def _choose_by_estimate(cells, parent, token, depth, source, share, match, weight, budget, min_prob, estimator,
+                        cost):
     """Kept nodes ((N,) bool), every node's estimate bucket ((N,) int64) and estimated probability ((N,)
     float64, P(accepted | parent accepted)), by expected tokens per cost. ``share``: (N,) the node's
-    largest share of one source's continuations; ``parent``, ``token``: (N,) int64; ``cells``: see :func:`_trie`."""
+    largest share of one source's continuations; ``parent``, ``token``: (N,) int64; ``weight``: (N,) float64;
+    ``cells``: see :func:`_trie`."""
     from .acceptance import bucket_keys  # noqa: PLC0415
 
     keys = bucket_keys(source, depth, share, match, alternatives(parent.tolist(), share.tolist()))
     p = estimator.estimate(keys, share)
     p[share < min_prob - 1e-12] = 0.0
+    nodes = getattr(estimator, "node_model", None)
+    if nodes is not None:  # the learned per-node estimate over the trie's features (engine.node_model)
+        p = np.asarray(nodes.adjust(token.tolist(), parent.tolist(), depth.tolist(), source.tolist(), share.tolist(),
+                                    match.tolist(), weight.tolist(), p.tolist()), dtype=np.float64)
     head = getattr(estimator, "depth_one", None)
     if head is not None:  # the draft head's calibrated estimates of the depth-1 nodes (engine.draft_head)
         p = np.asarray(head.adjust(token.tolist(), parent.tolist(), p.tolist()), dtype=np.float64)
@@ -409,6 +415,9 @@ def _build_sized(parts: Sequence[Candidates], budget: int, min_prob: float, esti
     if min_prob > 0.0:  # shares are >= 0: nothing is below a min_prob <= 0
         cut = min_prob - 1e-12
         probs = [0.0 if b < cut else q for b, q in zip(best, probs)]
+    nodes = getattr(estimator, "node_model", None)
+    if nodes is not None:  # the learned per-node estimate over the trie's features (engine.node_model)
+        probs = nodes.adjust(token, parent, depth, source, best, match, weight, probs)
     head = getattr(estimator, "depth_one", None)
     if head is not None:  # the draft head's calibrated estimates of the depth-1 nodes (engine.draft_head)
         probs = head.adjust(token, parent, probs)

@@ -112,6 +112,14 @@ def test_the_shipped_prior_is_the_dev_models(tiny_coder, monkeypatch):
 
     dec = SpeculativeDecoder(tiny_coder, method="fastcoder")
     assert dec.estimator.prior is not None and dec.estimator.summary()["prior"]["model"] == prior.model
+    # with the learned per-node estimate fitted on the same repositories (engine.node_model), unless asked not to
+    assert prior.node_model is not None and dec.estimator.node_model is None  # opt-in
+    opted = SpeculativeDecoder(tiny_coder, method="fastcoder", node_model=True).estimator.node_model
+    assert np.array_equal(opted.packed, prior.node_model.packed)
+    assert dec.estimator.summary()["prior"]["node_model"]["hidden"] == prior.node_model.hidden
+    assert len(prior.node_model.codes) == len(tiny_coder.tokenizer)
+    fitted_on = {s["repo"] for s in prior.info["node_model_info"]["fitted_on"]}
+    assert fitted_on and not fitted_on & {"pluggy", "jinja2", "pygls"}
 
 
 @pytest.mark.skipif(not TINY_CODER.exists(), reason="dev model not found")
@@ -129,6 +137,16 @@ def test_fit_command_writes_a_prior_the_model_then_uses(tmp_path, handlers_repo)
     prior = AcceptancePrior.load(out)
     assert prior.info["fitted_on"] == [{"repo": "repo", "kind": "function", "nodes": report["nodes"]}]
     assert 0.0 < prior.rates().mean() < 1.0
+    nodes = subprocess.run([sys.executable, "-m", "engine", "fit-acceptance-prior", "--node-model", "--hidden", "4",
+                            "--model", str(TINY_CODER), "--repo", str(repo), "--kinds", "function", "--tasks", "3",
+                            "--max-new-tokens", "24", "--common", "none", "--threads", "1", "--out", str(out)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert nodes.returncode == 0, nodes.stderr[-2000:]
+    with_nodes = AcceptancePrior.load(out)  # the model's prior (the shipped one) with a node model fitted here
+    assert with_nodes.node_model is not None and with_nodes.node_model.hidden == 4
+    assert with_nodes.info["node_model_info"]["fitted_on"][0]["repo"] == "repo"
+    assert with_nodes.info["node_model_info"]["nodes"] > 0
     bad = subprocess.run([sys.executable, "-m", "engine", "fit-acceptance-prior", "--repo", str(tmp_path / "nope")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "not a folder" in bad.stderr

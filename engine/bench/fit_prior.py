@@ -15,6 +15,7 @@ generations).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from dataclasses import dataclass
 import sys
@@ -38,13 +39,14 @@ class ReplayStep:
 
 
 def replay_drafts(loaded, repo: Path, kind: str, num_tasks: int, seed: int, max_new_tokens: int, estimator,
-                  common=None, on_task=None, before_step=None):
+                  common=None, on_task=None, before_step=None, verify_cost=None):
     """fastcoder drafting along the model's own greedy output on the benchmark's tasks of one repository and kind,
     as the decoder would (a flat verify cost, so each tree holds every candidate its sources offer, up to 64 nodes;
     ``estimator`` learns from each step; one completion history across the tasks, as a server keeps): a generator
     of :class:`ReplayStep`, each taken before the estimator and the drafter learn from it. ``on_task(prompt,
     reference)`` (token id lists) is called before each task's steps, ``before_step(context)`` before each tree is
-    drafted (when given).
+    drafted (when given). ``verify_cost``: the curve the trees are sized on instead of the flat one (a
+    :class:`engine.cost_model.VerifyCost`: the trees the decoder builds on that device).
 
     Raises:
         BenchError: no task of ``kind`` in ``repo``.
@@ -71,7 +73,8 @@ def replay_drafts(loaded, repo: Path, kind: str, num_tasks: int, seed: int, max_
             continue
         dec = SpeculativeDecoder(loaded, method="fastcoder", draft_head=False,
                                  repo_datastore=build_repo_datastore(repo, loaded.tokenizer, task, (), chunks),
-                                 common_datastore=common, verify_cost=VerifyCost.flat(),
+                                 common_datastore=common,
+                                 verify_cost=VerifyCost.flat() if verify_cost is None else verify_cost,
                                  acceptance_estimator=estimator, completion_history=history)
         drafter = dec._make_drafter(dec.new_cache())
         prompt = list(task.prompt_ids)
@@ -137,6 +140,40 @@ def collect_observations(loaded, repo: Path, kind: str, num_tasks: int, seed: in
     if not keys:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
     return np.concatenate(keys), np.concatenate(hits)
+
+
+def collect_node_rows(loaded, repo: Path, kind: str, num_tasks: int, seed: int, max_new_tokens: int, prior,
+                      classes: np.ndarray, common=None) -> tuple[np.ndarray, np.ndarray]:
+    """Observations for the node model (:mod:`engine.node_model`) from one repository and task kind: fastcoder
+    drafting along the model's greedy output with the trees the decoder builds here (the measured verify cost, the
+    estimator starting from ``prior``), every trie node whose parent the reference reaches recorded
+    (:class:`engine.node_model.TrieRecorder`).
+
+    Returns:
+        ``(rows, accepted)``: (N, :data:`engine.node_model.NUM_FEATURES`) float64 features, (N,) bool.
+    Raises:
+        BenchError: no task of ``kind`` in ``repo``.
+    """
+    from ..acceptance import AcceptanceEstimator  # noqa: PLC0415
+    from ..cost_model import load_or_measure_verify_cost  # noqa: PLC0415
+    from ..node_model import NUM_FEATURES, TrieRecorder  # noqa: PLC0415
+
+    estimator = AcceptanceEstimator(prior=prior)
+    recorder = estimator.node_model = TrieRecorder(classes)
+    full: list[int] = []
+
+    def on_task(prompt, reference):
+        full[:] = list(prompt) + list(reference)
+
+    def before_step(ctx):
+        recorder.set_target(full[len(ctx):])
+
+    for _ in replay_drafts(loaded, repo, kind, num_tasks, seed, max_new_tokens, estimator, common, on_task,
+                           before_step, load_or_measure_verify_cost(loaded)):
+        pass
+    if not recorder.rows:
+        return np.zeros((0, NUM_FEATURES)), np.zeros(0, dtype=bool)
+    return np.asarray(recorder.rows, dtype=np.float64), np.asarray(recorder.labels, dtype=bool)
 
 
 def parse_kinds(spec: str) -> list[str] | None:
@@ -222,6 +259,10 @@ def add_command(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     add_replay_arguments(p, "prior")
     p.add_argument("--strength", type=float, default=None, help="pseudo-observations per bucket (default 8)")
+    p.add_argument("--node-model", action="store_true",
+                   help="keep the model's current prior and fit the learned per-node estimate on top of it "
+                        "(engine.node_model), written with the prior")
+    p.add_argument("--hidden", type=int, default=16, help="hidden units of the node model")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.set_defaults(func=run)
@@ -234,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
     if ready is None:
         return 2
     loaded, common, kinds = ready
+    if args.node_model:
+        return run_node_model(args, loaded, common, kinds)
     t0 = time.perf_counter()
     all_keys, all_hits, sources = collect_all(
         args, kinds, lambda repo, kind: collect_observations(loaded, repo, kind, args.tasks, args.seed,
@@ -252,4 +295,35 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or default_prior_folder() / prior_file_name(prior.model)
     path = prior.save(out)
     print(json.dumps({"path": str(path), **prior.describe()}))
+    return 0
+
+
+def run_node_model(args: argparse.Namespace, loaded, common, kinds) -> int:
+    """``--node-model``: the prior :func:`engine.acceptance_prior.find_prior` finds for the model, with a node model
+    fitted on the repositories of ``args`` (:func:`collect_node_rows`, :func:`engine.node_model.fit_node_model`)."""
+    from ..acceptance_prior import default_prior_folder, find_prior, prior_file_name  # noqa: PLC0415
+    from ..node_model import fit_node_model, token_classes  # noqa: PLC0415
+
+    prior = find_prior(loaded.model)
+    if prior is None:
+        print("fastcoder: error: no acceptance prior for this model: fit one first (without --node-model)",
+              file=sys.stderr)
+        return 2
+    prior = dataclasses.replace(prior, node_model=None)  # the features read the prior's own estimates
+    classes = token_classes(loaded.tokenizer)
+    t0 = time.perf_counter()
+    rows, hits, sources = collect_all(
+        args, kinds, lambda repo, kind: collect_node_rows(loaded, repo, kind, args.tasks, args.seed,
+                                                          args.max_new_tokens, prior, classes, common), "trie nodes")
+    if not rows or not sum(len(y) for y in hits):
+        print("fastcoder: error: no draft tree to learn from (no tasks, or nothing drafted)", file=sys.stderr)
+        return 2
+    x, y = np.concatenate(rows), np.concatenate(hits)
+    prior.node_model = fit_node_model(x, y, classes, hidden=args.hidden)
+    prior.info = {**prior.info, "node_model_info": {
+        "fitted_on": sources, "nodes": int(len(y)), "accepted_rate": round(float(y.mean()), 4),
+        "task_seed": args.seed, "tasks": args.tasks, "seconds": round(time.perf_counter() - t0, 1)}}
+    out = args.out or default_prior_folder() / prior_file_name(prior.model)
+    path = prior.save(out)
+    print(json.dumps({"path": str(path), "node_model": prior.describe()["node_model"]}))
     return 0

@@ -30,6 +30,8 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-strategy": ("fastcoder", {"use_strategy": False}),
     # without the draft head's depth-1 estimates (engine.draft_head)
     "fastcoder-no-head": ("fastcoder", {"draft_head": False}),
+    # with the learned per-node estimate over the trie shipped in the model's prior (engine.node_model; opt-in)
+    "fastcoder-node-model": ("fastcoder", {"node_model": True}),
     # trees, copies and continuations at most 24 tokens deep even where verification is cheap (the default there
     # is 48: engine.cost_model.CHEAP_VERIFY_DRAFTING); on a CPU the same as fastcoder
     "fastcoder-depth24": ("fastcoder", {"tree_max_depth": 24, "copy_max_depth": 24, "draft_len": 24}),

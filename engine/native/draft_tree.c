@@ -115,6 +115,87 @@ static double depth_one_estimate(const draft_head_args *head, int64_t tok, doubl
     return out;
 }
 
+/* The learned per-node estimate (engine/node_model.py, NodeModel): packed holds F, H, mean (F), scale (F), w1 (H x F,
+   row major), b1 (H), w2 (H), b2, then the coded groups' partial sums (NodeModel.tables): depth codes 1..12, the
+   alternative flag, the source bits, the token's and the parent's class codes (12, 2, 32, 64, 64 rows of H), as
+   doubles; codes: (vocab,) uint8 class code of every token. */
+typedef struct {
+    const double *packed;
+    const uint8_t *codes;
+    int64_t vocab;
+} node_model_args;
+
+#define NODE_FEATURES 29
+#define NODE_CONTINUOUS 7
+#define NODE_CLAMP 5.0
+#define NODE_MAX_HIDDEN 64
+#define NODE_MAX_DEPTH_CODE 12
+
+/* NodeModel._predict: the continuous features (NodeModel CONTINUOUS order) and the groups' codes. */
+static double node_model_predict(const node_model_args *nm, const double *values, int64_t depth_code, int64_t alt,
+                                 int64_t src, int64_t tok, int64_t par) {
+    static const int columns[NODE_CONTINUOUS] = {0, 5, 6, 7, 8, 9, 11};
+    const double *pk = nm->packed;
+    int64_t f = (int64_t)pk[0], h = (int64_t)pk[1];
+    const double *mean = pk + 2, *scale = mean + f, *w1 = scale + f, *b1 = w1 + h * f, *w2 = b1 + h;
+    double b2 = w2[h];
+    const double *depth_t = w2 + h + 1, *alt_t = depth_t + NODE_MAX_DEPTH_CODE * h, *src_t = alt_t + 2 * h;
+    const double *tok_t = src_t + 32 * h, *par_t = tok_t + 64 * h;
+    double x[NODE_CONTINUOUS], acc[NODE_MAX_HIDDEN];
+    for (int j = 0; j < NODE_CONTINUOUS; j++) {
+        double z = (values[j] - mean[columns[j]]) / scale[columns[j]];
+        x[j] = z < -NODE_CLAMP ? -NODE_CLAMP : (z > NODE_CLAMP ? NODE_CLAMP : z);
+    }
+    const double *dt = depth_t + (depth_code - 1) * h, *at = alt_t + alt * h, *st = src_t + src * h;
+    const double *tt = tok_t + tok * h, *pt = par_t + par * h;
+    double out = b2;
+    for (int64_t k = 0; k < h; k++) {
+        const double *wk = w1 + k * f;
+        double a = b1[k];
+        for (int j = 0; j < NODE_CONTINUOUS; j++) a += wk[columns[j]] * x[j];
+        a += dt[k];
+        a += at[k];
+        a += st[k];
+        a += tt[k];
+        a += pt[k];
+        acc[k] = a;
+    }
+    for (int64_t k = 0; k < h; k++)
+        if (acc[k] > 0.0) out += w2[k] * acc[k];
+    return head_sigmoid(out);
+}
+
+/* Every node's estimate replaced by the node model's (those at 0 stay 0): NodeModel.adjust. children: (n + 1)
+   scratch (children[parent + 1]), below: (n) scratch; first_choice: each parent's first choice (index parent + 1). */
+static void node_model_adjust(const node_model_args *nm, int64_t n, const int64_t *token, const int64_t *parent,
+                              const int64_t *depth, const int64_t *source, const double *best, const int64_t *match,
+                              const double *weight, const int64_t *first_choice, int64_t *children, int64_t *below,
+                              double *prob) {
+    static const int bits[5] = {0, 1, 2, 3, 6};
+    for (int64_t i = 0; i <= n; i++) children[i] = 0;
+    for (int64_t i = 0; i < n; i++) { children[parent[i] + 1]++; below[i] = 0; }
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (parent[i] >= 0) below[parent[i]] += 1 + below[i];
+    for (int64_t i = 0; i < n; i++) {
+        if (prob[i] == 0.0) continue;
+        double q = prob[i], values[NODE_CONTINUOUS];
+        q = q < HEAD_EPS ? HEAD_EPS : (q > 1.0 - HEAD_EPS ? 1.0 - HEAD_EPS : q);
+        int64_t up = parent[i], tok = token[i], pt = up >= 0 ? token[up] : -1, src = 0;
+        values[0] = log(q / (1.0 - q));
+        values[1] = best[i];
+        values[2] = log1p((double)match[i]) / 3.0;
+        values[3] = log1p((double)children[up + 1]);
+        values[4] = log1p((double)children[i + 1]);
+        values[5] = log1p((double)below[i]) / 3.0;
+        values[6] = log1p(weight[i]) / 5.0;
+        for (int b = 0; b < 5; b++) src |= ((source[i] >> bits[b]) & 1) << b;
+        prob[i] = node_model_predict(nm, values, depth[i] < NODE_MAX_DEPTH_CODE ? depth[i] : NODE_MAX_DEPTH_CODE,
+                                     first_choice[up + 1] != i, src,
+                                     tok >= 0 && tok < nm->vocab ? nm->codes[tok] : 0,
+                                     pt >= 0 && pt < nm->vocab ? nm->codes[pt] : 0);
+    }
+}
+
 void fc_gemm_serial(const float *x, int64_t m, int64_t k, const float *wp, int64_t n, float *y); /* small_gemm.c */
 
 /* The draft head on one final hidden state h (dim floats) and the pending token: h' = h + W2 SiLU(W1 h + T[pending]
@@ -217,7 +298,8 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
                        double prior_scale, double min_prob, int64_t budget, const double *ctable,
                        int64_t ctable_len, int64_t *n_nodes,
                        int64_t *o_token, int64_t *o_parent, int64_t *o_depth, int64_t *o_key, uint8_t *o_source,
-                       double *o_weight, double *o_prob, const draft_head_args *head) {
+                       double *o_weight, double *o_prob, const draft_head_args *head,
+                       const node_model_args *nodes) {
     int64_t cap = n_rows * width, n = 0, result = 0;
     *n_nodes = 0;
     if (head) head->seen_tokens[0] = 0;
@@ -329,11 +411,30 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
         double pooled = (pooled_accepted[pk] + pool_strength * prior) / pooled_denominator;
         double q = (accepted[k] + strength * pooled) / denominator;
         if (min_prob > 0.0 && s < cut) q = 0.0;
-        if (parent[i] < 0 && head_on && q > 0.0 && token[i] >= 0 && token[i] < head->vocab)
+        if (!nodes && parent[i] < 0 && head_on && q > 0.0 && token[i] >= 0 && token[i] < head->vocab)
             q = depth_one_estimate(head, token[i], q);
         prob[i] = q;
         path[i] = parent[i] >= 0 ? q * path[parent[i]] : q;
         total += path[i];
+    }
+    if (nodes) {  /* the learned per-node estimate (engine.node_model), the draft head, the path products again */
+        if ((int64_t)nodes->packed[0] != NODE_FEATURES || nodes->packed[1] < 1.0 || nodes->packed[1] > NODE_MAX_HIDDEN) {
+            result = -1;
+            goto done;
+        }
+        int64_t *children = malloc(sizeof(int64_t) * (n + 1)), *below = malloc(sizeof(int64_t) * n);
+        if (!children || !below) { free(children); free(below); result = -2; goto done; }
+        node_model_adjust(nodes, n, token, parent, depth, source, best, match, weight, first_choice, children,
+                          below, prob);
+        free(children);
+        free(below);
+        total = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            if (parent[i] < 0 && head_on && prob[i] > 0.0 && token[i] >= 0 && token[i] < head->vocab)
+                prob[i] = depth_one_estimate(head, token[i], prob[i]);
+            path[i] = parent[i] >= 0 ? prob[i] * path[parent[i]] : prob[i];
+            total += path[i];
+        }
     }
     if (isnan(total)) { result = -1; goto done; }
 
@@ -402,11 +503,13 @@ done:
    n_buckets, pooled_accepted, pooled_tried, n_pooled, alternative_stride, source_stride, budget, ctable,
    ctable_len, n_nodes, o_token, o_parent, o_depth, o_key, o_source, o_weight, o_prob, then the draft head's
    embedding, hidden, dim, vocab, params (0: no head), seen_tokens, seen_values, seen_cap (pointers as integers);
-   da: strength, pool_strength, alternative_prior, prior_scale, min_prob. */
+   [43:45] the stop tokens (fc_build_sized_parts); [45:48] the node model's packed weights (0: none), token classes
+   and vocabulary size (node_model_args); da: strength, pool_strength, alternative_prior, prior_scale, min_prob. */
 int64_t fc_build_sized_packed(const int64_t *ia, const double *da) {
 #define P(i, T) ((T)(intptr_t)ia[i])
     draft_head_args head = {P(35, const float *), P(36, const float *), ia[37], ia[38], P(39, const double *),
                             P(40, int64_t *), P(41, double *), ia[42]};
+    node_model_args nodes = {P(45, const double *), P(46, const uint8_t *), ia[47]};
     return fc_build_sized(ia[0], ia[1], P(2, const int64_t *), P(3, const double *), P(4, const int64_t *), ia[5],
                           P(6, const int64_t *), P(7, const int64_t *), P(8, const double *), P(9, const double *),
                           ia[10], P(11, const double *), ia[12], P(13, const int64_t *), ia[14], ia[15],
@@ -414,7 +517,7 @@ int64_t fc_build_sized_packed(const int64_t *ia, const double *da) {
                           P(20, const double *), ia[21], da[1], ia[22], ia[23], da[2], da[3], da[4], ia[24],
                           P(25, const double *), ia[26], P(27, int64_t *), P(28, int64_t *), P(29, int64_t *),
                           P(30, int64_t *), P(31, int64_t *), P(32, uint8_t *), P(33, double *), P(34, double *),
-                          ia[39] ? &head : NULL);
+                          ia[39] ? &head : NULL, ia[45] ? &nodes : NULL);
 #undef P
 }
 

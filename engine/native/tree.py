@@ -15,6 +15,7 @@ import numpy as np
 from ..acceptance import (ALTERNATIVE_PRIOR, ALTERNATIVE_STRIDE, DEPTH_BUCKETS, MATCH_EDGES, PRIOR_SCALE,
                           SHARE_EDGES, SOURCE_SLOTS, SOURCE_STRIDE, AcceptanceEstimator)
 from ..draft_tree import DraftTree
+from ..node_model import NodeModel
 from ..tree_builder import SIZED_MAX_DEPTH, SIZED_MAX_ROWS
 
 
@@ -43,11 +44,13 @@ class _NativeScratch:
         self.curve_len = 0  # entries of that table
         self.estimator = None  # the estimator whose counts' addresses ia holds
         self.depth_one = None  # the DepthOneFeature whose buffers ia[35:43] hold (None: ia[39] = 0)
+        self.node_model = None  # the NodeModel whose weights ia[45:48] hold (None: ia[45] = 0)
         self.strengths = None  # (prior, pool strength) in da[0:2]
         self.limits = None  # (budget, min_prob) in ia[24], da[4]
         a = lambda arr: arr.ctypes.data  # noqa: E731
-        # [35:43]: the draft head's buffers (use_estimator), 0: none; [43:45]: the stop tokens' table (set_stop)
-        self.ia = np.zeros(45, dtype=np.int64)
+        # [35:43]: the draft head's buffers (use_estimator), 0: none; [43:45]: the stop tokens' table (set_stop);
+        # [45:48]: the node model's weights, token classes and vocabulary size (use_estimator), 0: none
+        self.ia = np.zeros(48, dtype=np.int64)
         self.stop = None  # the (V,) uint8 table ia[43] points at (None: ia[43] = 0)
         self.ia[[2, 3, 4, 6, 7, 8, 9]] = [a(self.rows), a(self.counts), a(self.row_part), a(self.part_ints[0]),
                                          a(self.part_ints[1]), a(self.part_floats[0]), a(self.part_floats[1])]
@@ -83,6 +86,8 @@ class _NativeScratch:
                     self.da[0], self.da[1] = self.strengths = strengths
                 if estimator.depth_one is not self.depth_one:
                     self._use_head(estimator.depth_one)
+                if estimator.node_model is not self.node_model:
+                    return self._use_node_model(estimator.node_model)
                 return True
         beta = (estimator.accepted, estimator.tried, estimator.pooled_accepted, estimator.pooled_tried)
         if not (all(type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous for x in beta)
@@ -91,6 +96,8 @@ class _NativeScratch:
         self.ia[[16, 17, 18, 19, 20, 21]] = [beta[0].ctypes.data, beta[1].ctypes.data, len(beta[0]),
                                              beta[2].ctypes.data, beta[3].ctypes.data, len(beta[2])]
         self.da[0], self.da[1] = self.strengths = (estimator.prior_strength, estimator.pool_strength)
+        if not self._use_node_model(estimator.node_model):
+            return False
         self.estimator = (estimator, beta)
         self._use_head(estimator.depth_one)
         return True
@@ -105,6 +112,18 @@ class _NativeScratch:
                               feature.params.ctypes.data, feature.seen_tokens.ctypes.data,
                               feature.seen_values.ctypes.data, len(feature.seen_tokens) - 1]
         self.depth_one = feature
+
+    def _use_node_model(self, model) -> bool:
+        """Point ia[45:48] at ``model``'s packed weights and token class codes (an :class:`engine.node_model.NodeModel`),
+        or clear them; False (nothing changed) for another kind of hook, which only the Python builder runs."""
+        if model is None:
+            self.ia[45:48] = 0
+        elif isinstance(model, NodeModel):
+            self.ia[45:48] = [model.packed.ctypes.data, model.codes.ctypes.data, len(model.codes)]
+        else:
+            return False
+        self.node_model = model
+        return True
 
 
 #: One scratch per thread: ctypes releases the GIL during the C call, so two threads drafting at once
