@@ -32,6 +32,8 @@ import math
 
 import numpy as np
 
+from .acceptance import alternatives
+
 #: Token classes per vocabulary entry (:func:`token_classes`).
 CLASS_NAMES = ("newline", "blank", "identifier", "punctuation", "leading_space", "digit")
 #: The source bits a feature each (engine.draft_tree: cache, repo, common, context, history).
@@ -86,6 +88,62 @@ def _group_values(group: tuple, code: int) -> list[float]:
     return [sum(bits), *bits] if group == SOURCE_COLUMNS else bits
 
 
+def node_codes(codes: np.ndarray, token: list, parent: list, depth: list, source: list, best: list, match: list,
+               weight: list, probs: list) -> list[tuple]:
+    """Per trie node (the builder's lists, parents before children; ``codes``: (V,) token class codes, ``probs``:
+    the bucket estimates, ``best``: the node's largest share of one source): (continuous values in
+    :data:`CONTINUOUS` order, depth code, alternative, source code, token class code, parent class code)."""
+    n = len(token)
+    children = [0] * (n + 1)  # children[parent + 1]; the roots' count at 0
+    for up in parent:
+        children[up + 1] += 1
+    below = [0] * n
+    for i in range(n - 1, -1, -1):
+        up = parent[i]
+        if up >= 0:
+            below[up] += 1 + below[i]
+    alternative = alternatives(parent, best)
+    vocab = len(codes)
+    out = []
+    for i in range(n):
+        q = probs[i]
+        q = EPS if q < EPS else (1.0 - EPS if q > 1.0 - EPS else q)
+        src = source[i]
+        up = parent[i]
+        tok = token[i]
+        ptok = token[up] if up >= 0 else -1
+        values = (math.log(q / (1.0 - q)), float(best[i]), math.log1p(match[i]) / 3.0,
+                  math.log1p(children[up + 1]), math.log1p(children[i + 1]), math.log1p(below[i]) / 3.0,
+                  math.log1p(weight[i]) / 5.0)
+        out.append((values, min(depth[i], MAX_DEPTH_CODE), int(alternative[i]),
+                    sum(((src >> b) & 1) << k for k, b in enumerate(SOURCE_BITS)),
+                    int(codes[tok]) if 0 <= tok < vocab else 0, int(codes[ptok]) if 0 <= ptok < vocab else 0))
+    return out
+
+
+def trie_features(codes: np.ndarray, token: list, parent: list, depth: list, source: list, best: list, match: list,
+                  weight: list, probs: list) -> list[list[float]]:
+    """Per trie node (see :func:`node_codes`), its :data:`FEATURE_NAMES` as floats: the rows a node model is
+    fitted on."""
+    out = []
+    for values, d, alt, src, tok, par in node_codes(codes, token, parent, depth, source, best, match, weight, probs):
+        row = [0.0] * NUM_FEATURES
+        for j, v in zip(CONTINUOUS, values):
+            row[j] = v
+        for group, code in ((DEPTH_COLUMNS, d), (ALTERNATIVE_COLUMNS, alt), (SOURCE_COLUMNS, src),
+                            (TOKEN_COLUMNS, tok), (PARENT_COLUMNS, par)):
+            for j, v in zip(group, _group_values(group, code)):
+                row[j] = v
+        out.append(row)
+    return out
+
+
+def class_codes(classes: np.ndarray) -> np.ndarray:
+    """(V,) uint8 class code of every token (bit c: class c) from (V, 6) classes."""
+    classes = np.asarray(classes, dtype=np.int64)
+    return np.ascontiguousarray((classes << np.arange(len(CLASS_NAMES))).sum(1), dtype=np.uint8)
+
+
 class NodeModel:
     """The fitted MLP and the token classes it reads (see the module docstring).
 
@@ -119,8 +177,7 @@ class NodeModel:
                 or not math.isfinite(self.b2) or not np.all(self.scale > 0):
             raise ValueError("node model: weights must be finite and scales positive")
         #: (V,) uint8 class code of every token (bit c: class c).
-        self.codes = np.ascontiguousarray((self.classes.astype(np.int64) << np.arange(len(CLASS_NAMES))).sum(1),
-                                          dtype=np.uint8)
+        self.codes = class_codes(self.classes)
         self._w1 = self.w1.tolist()
         self._tables = self.tables()
         #: What the C builder reads (engine/native/draft_tree.c, node_model_args): F, H, mean, scale, w1 (row
@@ -159,54 +216,8 @@ class NodeModel:
 
     def features(self, token: list, parent: list, depth: list, source: list, best: list, match: list,
                  weight: list, probs: list) -> list[list[float]]:
-        """Per trie node (lists of the builder, parents before children), its :data:`FEATURE_NAMES` as floats.
-        ``probs``: the bucket estimates; ``best``: the node's largest share of one source."""
-        out = []
-        for values, d, alt, src, tok, par in self._nodes(token, parent, depth, source, best, match, weight, probs):
-            row = [0.0] * NUM_FEATURES
-            for j, v in zip(CONTINUOUS, values):
-                row[j] = v
-            for group, code in ((DEPTH_COLUMNS, d), (ALTERNATIVE_COLUMNS, alt), (SOURCE_COLUMNS, src),
-                                (TOKEN_COLUMNS, tok), (PARENT_COLUMNS, par)):
-                for j, v in zip(group, _group_values(group, code)):
-                    row[j] = v
-            out.append(row)
-        return out
-
-    def _nodes(self, token, parent, depth, source, best, match, weight, probs):
-        """Per node: (continuous values in :data:`CONTINUOUS` order, depth code, alternative, source code, token
-        class code, parent class code)."""
-        n = len(token)
-        children = [0] * (n + 1)  # children[parent + 1]; the roots' count at 0
-        for up in parent:
-            children[up + 1] += 1
-        below = [0] * n
-        for i in range(n - 1, -1, -1):
-            up = parent[i]
-            if up >= 0:
-                below[up] += 1 + below[i]
-        first = {}  # each parent's first choice (engine.acceptance.alternatives): largest share, lowest id
-        for i, up in enumerate(parent):
-            j = first.get(up)
-            if j is None or best[i] > best[j]:
-                first[up] = i
-        codes = self.codes
-        vocab = len(codes)
-        out = []
-        for i in range(n):
-            q = probs[i]
-            q = EPS if q < EPS else (1.0 - EPS if q > 1.0 - EPS else q)
-            src = source[i]
-            up = parent[i]
-            tok = token[i]
-            ptok = token[up] if up >= 0 else -1
-            values = (math.log(q / (1.0 - q)), float(best[i]), math.log1p(match[i]) / 3.0,
-                      math.log1p(children[up + 1]), math.log1p(children[i + 1]), math.log1p(below[i]) / 3.0,
-                      math.log1p(weight[i]) / 5.0)
-            out.append((values, min(depth[i], MAX_DEPTH_CODE), int(first[up] != i),
-                        sum(((src >> b) & 1) << k for k, b in enumerate(SOURCE_BITS)),
-                        int(codes[tok]) if 0 <= tok < vocab else 0, int(codes[ptok]) if 0 <= ptok < vocab else 0))
-        return out
+        """:func:`trie_features` with this model's token class codes."""
+        return trie_features(self.codes, token, parent, depth, source, best, match, weight, probs)
 
     def _predict(self, values, d: int, alt: int, src: int, tok: int, par: int) -> float:
         xs = [self._x(j, v) for j, v in zip(CONTINUOUS, values)]
@@ -238,7 +249,7 @@ class NodeModel:
                weight: list, probs: list) -> list[float]:
         """The builders' hook: every node's estimate replaced by the model's, except those already 0 (below
         ``min_prob``), which stay 0. Lists in (see :meth:`features`), a list of floats out."""
-        nodes = self._nodes(token, parent, depth, source, best, match, weight, probs)
+        nodes = node_codes(self.codes, token, parent, depth, source, best, match, weight, probs)
         return [0.0 if q == 0.0 else self._predict(*node) for q, node in zip(probs, nodes)]
 
     def to_dict(self) -> dict:
@@ -309,9 +320,7 @@ class TrieRecorder:
     token; estimates pass through unchanged (or through ``inner``, a :class:`NodeModel`, when given)."""
 
     def __init__(self, classes: np.ndarray, inner: NodeModel | None = None):
-        dummy = np.zeros(NUM_FEATURES)
-        self._features = NodeModel(dummy, np.ones(NUM_FEATURES), np.zeros((1, NUM_FEATURES)), [0.0], [0.0], 0.0,
-                                   classes).features
+        self.codes = class_codes(classes)
         self.inner = inner
         self.target: list[int] | None = None
         self.rows: list[list[float]] = []
@@ -325,7 +334,7 @@ class TrieRecorder:
         if self.target is not None and token:
             target, n_target = self.target, len(self.target)
             right = [False] * len(token)
-            rows = self._features(token, parent, depth, source, best, match, weight, probs)
+            rows = trie_features(self.codes, token, parent, depth, source, best, match, weight, probs)
             for i, (tok, up, d) in enumerate(zip(token, parent, depth)):
                 if up < 0 or right[up]:
                     right[i] = d <= n_target and target[d - 1] == tok

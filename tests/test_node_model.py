@@ -19,7 +19,8 @@ from engine import tree_builder as dt
 from engine.acceptance_prior import AcceptancePrior, NUM_FEATURES as PRIOR_FEATURES
 from engine.cost_model import VerifyCost
 from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates
-from engine.node_model import CLASS_NAMES, CONTINUOUS, NUM_FEATURES, NodeModel, TrieRecorder, fit_node_model, token_classes
+from engine.node_model import (CLASS_NAMES, CONTINUOUS, NUM_FEATURES, NodeModel, TrieRecorder, fit_node_model,
+                               token_classes)
 from engine.tree_builder import build_draft_tree
 
 COST = VerifyCost([1, 2, 4, 8, 12, 16, 24, 32, 48, 64],

@@ -418,7 +418,8 @@ int64_t fc_build_sized(int64_t n_rows, int64_t width, const int64_t *rows, const
         total += path[i];
     }
     if (nodes) {  /* the learned per-node estimate (engine.node_model), the draft head, the path products again */
-        if ((int64_t)nodes->packed[0] != NODE_FEATURES || nodes->packed[1] < 1.0 || nodes->packed[1] > NODE_MAX_HIDDEN) {
+        double hidden = nodes->packed[1];
+        if ((int64_t)nodes->packed[0] != NODE_FEATURES || hidden < 1.0 || hidden > NODE_MAX_HIDDEN) {
             result = -1;
             goto done;
         }
