@@ -54,12 +54,19 @@ def common_prefix_len(a, b) -> int:
     return n
 
 
-def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=(), on_step=None) -> dict:
+def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=(), on_step=None, head=None,
+           hidden=None) -> dict:
     """Run the drafter loop against ``reference`` (list of int; ``ar``'s output, with the EOS that ended
     it where one did: it then comes as the bonus token of the last forward, as in the decoder). Returns
     per-step times (ms), accepted lengths and suffix-array searches. ``on_step(tree, path)``, where given, sees
     each step's tree and the node ids of its accepted path (untimed). At the end the drafter's ``finish`` hook (if
-    any) gets the context without the trailing ``end_tokens``, as the decoder's loop gives it."""
+    any) gets the context without the trailing ``end_tokens``, as the decoder's loop gives it.
+
+    ``head`` (the decoder's :class:`engine.draft_head.DepthOneFeature`) and ``hidden`` ((len(prompt_ids) +
+    len(reference), d) float32 tensor, :func:`final_hidden_states`): the draft head fed as the decoder feeds it
+    (untimed): after the prefill the hidden state of the prompt's last row and the pending token, after each step
+    what it learns from the token committed after the pending one, then the hidden state of the row that chose the
+    new pending token. Without them the head stays disabled (the replay before 2026-11-28i)."""
     context = np.empty(len(prompt_ids) + len(reference) + 128, dtype=np.int64)
     context[:len(prompt_ids)] = prompt_ids
     n_ctx = len(prompt_ids)
@@ -69,6 +76,11 @@ def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=(), on
     context[n_ctx] = reference[0]
     n_ctx += 1
     out = 1
+    feed = head is not None and hidden is not None
+    if head is not None:
+        head.disable()  # as a generation starts: no hidden state of this prompt yet
+    if feed:
+        head.set_hidden(hidden[n_ctx - 2], int(reference[0]))
     times, accepted, finds = [], [], []
     while out < len(reference):
         ctx = context[:n_ctx]
@@ -94,6 +106,9 @@ def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=(), on
             context[n_ctx] = tok
             n_ctx += 1
             out += 1
+        if feed:
+            head.learn(committed[0])
+            head.set_hidden(hidden[n_ctx - 2], committed[-1])
     finish = getattr(drafter, "finish", None)
     if finish is not None:
         while n_ctx > len(prompt_ids) and int(context[n_ctx - 1]) in end_tokens:
@@ -125,6 +140,18 @@ def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, 
         refs[t.task_id] = r["token_ids"] + ([eos] if r["finish_reason"] == "eos" and eos is not None else [])
     repos = {t.task_id: build_repo_datastore(Path(repo), loaded.tokenizer, t, ()) for t in tasks}
     return loaded, tasks, refs, _load_common(loaded, common), repos
+
+
+def final_hidden_states(loaded, prompt_ids, reference):
+    """(len(prompt_ids) + len(reference), d) float32 CPU tensor: the model's final hidden states (the LM head's input)
+    over the prompt and the reference in one causal forward; row i chose token i + 1, as the decoder's rows do (the
+    same numbers up to float rounding: another kernel order). For :func:`replay`'s draft head."""
+    import torch  # noqa: PLC0415
+
+    ids = torch.tensor([[*map(int, prompt_ids), *map(int, reference)]], device=loaded.device)
+    with torch.no_grad():
+        out = loaded.model.model(input_ids=ids, use_cache=False).last_hidden_state[0]
+    return out.float().cpu().contiguous()
 
 
 def path_probabilities(tree) -> np.ndarray:

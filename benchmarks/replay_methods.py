@@ -33,6 +33,13 @@ expected vs accepted draft tokens per step when the drafter gives node estimates
 node role (a parent's first choice, or an alternative to it) the tried nodes' accepted and estimated
 rates of P(accepted | parent accepted).
 
+As in the decoder, a line completion (``fim-line``: a stop at the newline) gets the line drafter and no draft head,
+and other completions feed the draft head (:mod:`engine.draft_head`) each step: the final hidden state of the row that
+chose the pending token, from one forward of the model over the prompt and ``ar``'s output
+(:func:`measure_drafting.final_hidden_states`). Before 2026-11-28i the head stayed disabled here and line completions
+got the drafter of longer ones (``--unfed-head`` still leaves the head out); that replay ranked changes to the
+estimates 2-3% above what the wall clock then gave (benchmarks/README.md, "Update 2026-11-28 (from 20:18)").
+
 ``oracle_pruned_speedup`` bounds what better tree *sizing* could give with the same candidates: each step's
 tree pruned to exactly the path verification accepted (a chain of a tokens at c(a); no draft at all where
 nothing was accepted), scored on the same curve. With ``FASTCODER_VERIFY_COST=flat --score-measured`` the
@@ -53,7 +60,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import add_replay_arguments, path_probabilities, replay, replay_setup  # noqa: E402
+from measure_drafting import (add_replay_arguments, final_hidden_states, path_probabilities, replay,  # noqa: E402
+                              replay_setup)
 
 from engine.cost_model import VerifyCost  # noqa: E402
 
@@ -72,11 +80,14 @@ CURVE_AT = VerifyCost.at
 
 
 def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, cost,
-                  record: list | None = None) -> dict:
+                  record: list | None = None, feed_head: bool = True) -> dict:
     """Replay ``method`` over ``tasks`` against the reference outputs; plain data (see module docstring).
     ``record``: when a list, every step's draft-source candidates (list of
-    :class:`engine.draft_tree.Candidates`) are appended to it (drafters with ``candidates``: fastcoder)."""
+    :class:`engine.draft_tree.Candidates`) are appended to it (drafters with ``candidates``: fastcoder).
+    ``feed_head``: the draft head gets each step's final hidden state, as in the decoder (False: it stays disabled,
+    the replay before 2026-11-28i). A line completion (a stop at the newline) gets the line drafter and no head."""
     from engine.bench import runner  # noqa: PLC0415
+    from engine.stops import one_line  # noqa: PLC0415
 
     runner._ESTIMATORS.clear()  # a fresh estimator, suffix cache and history per method, as in one bench run
     runner._SUFFIX_CACHES.clear()
@@ -94,7 +105,10 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
             continue
         dec = runner.make_decoder(loaded, method, repos[task.task_id], common)
         cache = dec.new_cache() if runner.METHOD_SPECS[method][0] in runner._CACHED_METHODS else None
-        drafter = dec._make_drafter(cache)
+        line = one_line(task.stop)  # as the decoder: a line completion's drafter, and no draft head for it
+        drafter = dec._make_drafter(cache, True, line)
+        head = None if line or not feed_head else dec.depth_one
+        hidden = final_hidden_states(loaded, task.prompt_ids, ref) if head is not None else None
         propose = drafter.propose
 
         def recording_propose(ctx, propose=propose):
@@ -131,7 +145,7 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
                 return found
 
             drafter.candidates = recording_candidates
-        r = replay(drafter, dec.estimator, task.prompt_ids, ref, [0], loaded.eos_token_ids)
+        r = replay(drafter, dec.estimator, task.prompt_ids, ref, [0], loaded.eos_token_ids, head=head, hidden=hidden)
         steps += len(r["accepted"])  # decode forwards (the prefill gives the first token)
         tokens += len(ref) - 1  # committed by them: ar needs one forward each
         drafting_ms += sum(r["ms"])
@@ -199,6 +213,9 @@ def main(argv=None) -> int:
                     help="score every method with this machine's measured curve (the user cache) even when "
                          "$FASTCODER_VERIFY_COST gives the drafters another one (e.g. flat: the widest trees "
                          "the drafters can build, whose oracle_pruned_speedup is their candidates' ceiling here)")
+    ap.add_argument("--unfed-head", action="store_true",
+                    help="leave the draft head without hidden states (disabled), as the replay was before "
+                         "2026-11-28i; by default it is fed each step's final hidden state, as in the decoder")
     args = ap.parse_args(argv)
     if args.single_curve:
         VerifyCost.at = lambda self, context: self
@@ -218,7 +235,7 @@ def main(argv=None) -> int:
     results = []
     for method in methods:
         record = [] if args.record_candidates else None
-        res = replay_method(loaded, method, tasks, refs, repos, common, cost, record)
+        res = replay_method(loaded, method, tasks, refs, repos, common, cost, record, not args.unfed_head)
         results.append(res)
         print(json.dumps(res), flush=True)
         if record:

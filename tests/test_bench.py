@@ -496,6 +496,52 @@ def test_replay_variants_are_bench_methods_with_other_options():
             replay_methods.parse_variant(bad)
 
 
+def test_replay_feeds_the_draft_head_each_step_as_the_decoder_does(tmp_path, tiny_coder, one_thread):
+    """benchmarks/measure_drafting.replay with ``head`` and ``hidden``: the head learns from every step (its
+    calibration moves) and ends holding the hidden state of the row that chose the last pending token, as the decoder
+    leaves it; without them it stays disabled and learns nothing. final_hidden_states' rows are the model's: their
+    argmax spells the reference."""
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import measure_drafting
+
+    from engine.bench import runner  # noqa: PLC0415
+
+    repo = _real_repo(tmp_path)
+    ar = runner.make_decoder(tiny_coder, "ar", None, None)
+    for task in bench.extract_tasks(repo, tiny_coder.tokenizer, 6, seed=3):
+        ref = runner.run_one(ar, "ar", task.prompt_ids, 24, stop=task.stop)["token_ids"]
+        if len(ref) >= 8:
+            break
+    n, hidden = len(task.prompt_ids), measure_drafting.final_hidden_states(tiny_coder, task.prompt_ids, ref)
+    assert hidden.shape == (n + len(ref), tiny_coder.model.config.hidden_size)
+    assert tiny_coder.model.lm_head(hidden[n - 1:n - 1 + len(ref)]).argmax(-1).tolist() == ref
+    store = runner.build_repo_datastore(repo, tiny_coder.tokenizer, task, ())
+    for fed in (False, True):
+        runner._ESTIMATORS.clear()  # a fresh estimator, and with it a fresh head
+        runner._HISTORIES.clear()
+        dec = runner.make_decoder(tiny_coder, "fastcoder", store, None)
+        head = dec.depth_one
+        if head is None:
+            pytest.skip("no draft head for tiny-py-coder")
+        calibration = head.params[2:5].copy()
+        r = measure_drafting.replay(dec._make_drafter(dec.new_cache()), dec.estimator, task.prompt_ids, ref, [0],
+                                    tiny_coder.eos_token_ids, head=head if fed else None,
+                                    hidden=hidden if fed else None)
+        assert sum(r["accepted"]) == len(ref) - 1
+        if not fed:
+            assert head.learned == 0 and not head.enabled
+            assert np.array_equal(head.params[2:5], calibration)
+            continue
+        assert head.learned > 0 and head.enabled and not np.array_equal(head.params[2:5], calibration)
+        last = head.hidden.copy()
+        head.set_hidden(hidden[n + len(ref) - 2], ref[-1])  # the row that chose the last pending token
+        assert np.array_equal(head.hidden, last)
+
+
 def test_kernel_ablation_runs_the_avx2_kernels_and_restores_the_choice(tmp_path, tiny_coder, one_thread, monkeypatch):
     """``fastcoder-avx2`` decodes with the forward's AVX2 kernels (engine.native.forward_kernels around each
     generation, paired per task with fastcoder): the same tokens as ``ar``, and the process's own choice back
