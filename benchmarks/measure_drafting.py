@@ -63,7 +63,8 @@ def replay(drafter, estimator, prompt_ids, reference, counter, end_tokens=(), on
     any) gets the context without the trailing ``end_tokens``, as the decoder's loop gives it.
 
     ``head`` (the decoder's :class:`engine.draft_head.DepthOneFeature`) and ``hidden`` ((len(prompt_ids) +
-    len(reference), d) float32 tensor, :func:`final_hidden_states`): the draft head fed as the decoder feeds it
+    len(reference), d) float32 tensor: the final hidden states of one forward over both,
+    ``engine.bench.fit_head._hidden_and_choice``): the draft head fed as the decoder feeds it
     (untimed): after the prefill the hidden state of the prompt's last row and the pending token, after each step
     what it learns from the token committed after the pending one, then the hidden state of the row that chose the
     new pending token. Without them the head stays disabled (the replay before 2026-11-28i)."""
@@ -140,18 +141,6 @@ def replay_setup(model: str, repo: str, common: str, num_tasks: int, seed: int, 
         refs[t.task_id] = r["token_ids"] + ([eos] if r["finish_reason"] == "eos" and eos is not None else [])
     repos = {t.task_id: build_repo_datastore(Path(repo), loaded.tokenizer, t, ()) for t in tasks}
     return loaded, tasks, refs, _load_common(loaded, common), repos
-
-
-def final_hidden_states(loaded, prompt_ids, reference):
-    """(len(prompt_ids) + len(reference), d) float32 CPU tensor: the model's final hidden states (the LM head's input)
-    over the prompt and the reference in one causal forward; row i chose token i + 1, as the decoder's rows do (the
-    same numbers up to float rounding: another kernel order). For :func:`replay`'s draft head."""
-    import torch  # noqa: PLC0415
-
-    ids = torch.tensor([[*map(int, prompt_ids), *map(int, reference)]], device=loaded.device)
-    with torch.no_grad():
-        out = loaded.model.model(input_ids=ids, use_cache=False).last_hidden_state[0]
-    return out.float().cpu().contiguous()
 
 
 def path_probabilities(tree) -> np.ndarray:

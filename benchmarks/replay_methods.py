@@ -36,9 +36,10 @@ rates of P(accepted | parent accepted).
 As in the decoder, a line completion (``fim-line``: a stop at the newline) gets the line drafter and no draft head,
 and other completions feed the draft head (:mod:`engine.draft_head`) each step: the final hidden state of the row that
 chose the pending token, from one forward of the model over the prompt and ``ar``'s output
-(:func:`measure_drafting.final_hidden_states`). Before 2026-11-28i the head stayed disabled here and line completions
-got the drafter of longer ones (``--unfed-head`` still leaves the head out); that replay ranked changes to the
-estimates 2-3% above what the wall clock then gave (benchmarks/README.md, "Update 2026-11-28 (from 20:18)").
+(``engine.bench.fit_head._hidden_and_choice``, as the head's calibration is fitted). Before 2026-11-28i the head
+stayed disabled here and line completions got the drafter of longer ones (``--unfed-head`` still leaves the head
+out); that replay ranked changes to the estimates 2-3% above what the wall clock then gave (benchmarks/README.md,
+"Update 2026-11-28 (from 20:18)").
 
 ``oracle_pruned_speedup`` bounds what better tree *sizing* could give with the same candidates: each step's
 tree pruned to exactly the path verification accepted (a chain of a tokens at c(a); no draft at all where
@@ -60,8 +61,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_drafting import (add_replay_arguments, final_hidden_states, path_probabilities, replay,  # noqa: E402
-                              replay_setup)
+from measure_drafting import add_replay_arguments, path_probabilities, replay, replay_setup  # noqa: E402
 
 from engine.cost_model import VerifyCost  # noqa: E402
 
@@ -86,7 +86,10 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
     :class:`engine.draft_tree.Candidates`) are appended to it (drafters with ``candidates``: fastcoder).
     ``feed_head``: the draft head gets each step's final hidden state, as in the decoder (False: it stays disabled,
     the replay before 2026-11-28i). A line completion (a stop at the newline) gets the line drafter and no head."""
+    import torch  # noqa: PLC0415
+
     from engine.bench import runner  # noqa: PLC0415
+    from engine.bench.fit_head import _hidden_and_choice  # noqa: PLC0415
     from engine.stops import one_line  # noqa: PLC0415
 
     runner._ESTIMATORS.clear()  # a fresh estimator, suffix cache and history per method, as in one bench run
@@ -108,7 +111,10 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
         line = one_line(task.stop)  # as the decoder: a line completion's drafter, and no draft head for it
         drafter = dec._make_drafter(cache, True, line)
         head = None if line or not feed_head else dec.depth_one
-        hidden = final_hidden_states(loaded, task.prompt_ids, ref) if head is not None else None
+        hidden = None
+        if head is not None:  # every row's final hidden state, one forward over the prompt and the reference
+            with torch.no_grad():
+                hidden = _hidden_and_choice(loaded.model, [*task.prompt_ids, *ref])[0]
         propose = drafter.propose
 
         def recording_propose(ctx, propose=propose):

@@ -499,16 +499,18 @@ def test_replay_variants_are_bench_methods_with_other_options():
 def test_replay_feeds_the_draft_head_each_step_as_the_decoder_does(tmp_path, tiny_coder, one_thread):
     """benchmarks/measure_drafting.replay with ``head`` and ``hidden``: the head learns from every step (its
     calibration moves) and ends holding the hidden state of the row that chose the last pending token, as the decoder
-    leaves it; without them it stays disabled and learns nothing. final_hidden_states' rows are the model's: their
+    leaves it; without them it stays disabled and learns nothing. The hidden states given are the model's: their
     argmax spells the reference."""
     import sys
 
     import numpy as np
+    import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import measure_drafting
 
     from engine.bench import runner  # noqa: PLC0415
+    from engine.bench.fit_head import _hidden_and_choice  # noqa: PLC0415
 
     repo = _real_repo(tmp_path)
     ar = runner.make_decoder(tiny_coder, "ar", None, None)
@@ -516,7 +518,8 @@ def test_replay_feeds_the_draft_head_each_step_as_the_decoder_does(tmp_path, tin
         ref = runner.run_one(ar, "ar", task.prompt_ids, 24, stop=task.stop)["token_ids"]
         if len(ref) >= 8:
             break
-    n, hidden = len(task.prompt_ids), measure_drafting.final_hidden_states(tiny_coder, task.prompt_ids, ref)
+    with torch.no_grad():
+        n, hidden = len(task.prompt_ids), _hidden_and_choice(tiny_coder.model, [*task.prompt_ids, *ref])[0]
     assert hidden.shape == (n + len(ref), tiny_coder.model.config.hidden_size)
     assert tiny_coder.model.lm_head(hidden[n - 1:n - 1 + len(ref)]).argmax(-1).tolist() == ref
     store = runner.build_repo_datastore(repo, tiny_coder.tokenizer, task, ())

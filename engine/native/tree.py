@@ -115,7 +115,8 @@ class _NativeScratch:
 
     def _use_node_model(self, model) -> bool:
         """Point ia[45:48] at ``model``'s packed weights and token class codes (an
-        :class:`engine.node_model.NodeModel`), or clear them; False (nothing changed) for another kind of hook, which only the Python builder runs."""
+        :class:`engine.node_model.NodeModel`), or clear them; False (nothing changed) for another kind of hook,
+        which only the Python builder runs."""
         if model is None:
             self.ia[45:48] = 0
         elif isinstance(model, NodeModel):
