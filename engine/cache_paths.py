@@ -2,7 +2,8 @@
 
 ``platformdirs.user_cache_dir("fastcoder")``, or ``$FASTCODER_CACHE_DIR`` when set. Its subfolders:
 ``datastores`` (D_c, :mod:`engine.common_datastore`), ``verify_cost`` (c(n) curves,
-:mod:`engine.cost_model`), ``native`` (the compiled drafting library, :mod:`engine.native`).
+:mod:`engine.cost_model`), ``probes`` (the load-time timing probes' results, :mod:`engine.probe_cache`), ``native``
+(the compiled drafting library, :mod:`engine.native`).
 """
 
 from __future__ import annotations

@@ -306,9 +306,15 @@ def load_model(name_or_path: str | None = None, device: str | torch.device = "au
         from .native_attention import install_native_attention  # noqa: PLC0415
         from .packed_linear import pack_linear_weights, packing_kernel  # noqa: PLC0415
 
-        packing = pack_linear_weights(model, kernel=packing_kernel())
+        # the probes' timings are cached per machine and model as the c(n) curve is (engine.probe_cache): ~0.8 s of
+        # every start, and the same kernels at every load as the curve was measured with
+        probe_key = {"model": os.path.realpath(source) if path.exists() else source,
+                     "params": int(sum(p.numel() for p in model.parameters())), "dtype": str(torch_dtype)}
+        packing = pack_linear_weights(model, kernel=packing_kernel(), probe_key=probe_key)
         lean = install_lean_forward(model)
-        attention = install_native_attention(model)  # its probe times the forward the decoder will run
+        attention = install_native_attention(model, probe_key={  # its probe times the forward the decoder will run
+            **probe_key, "packing": [packing.kernel, packing.max_rows, len(packing.layers),
+                                     bool(packing.huge_page_bytes)], "lean_forward": lean == ""})
     graphs = None
     if dev.type == "cuda":
         from .cuda_graphs import install_cuda_graphs  # noqa: PLC0415

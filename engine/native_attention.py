@@ -60,16 +60,19 @@ ROWS_ATTR = "_fastcoder_attention_rows"
 @dataclass
 class AttentionReport:
     """What :func:`install_native_attention` decided: ``installed``, ``max_rows`` (query rows the kernel
-    takes), ``probe_ms`` (rows -> [native, sdpa] ms for one layer's attention) and ``reason`` when not."""
+    takes), ``probe_ms`` (rows -> [native, sdpa] ms for the model's forward), ``probe_cached`` (those timings
+    were read from the probe cache, :mod:`engine.probe_cache`, not timed at this load) and ``reason`` when not."""
 
     installed: bool = False
     max_rows: int = 0
     probe_ms: dict[int, list[float]] = field(default_factory=dict)
+    probe_cached: bool = False
     reason: str = ""
 
     def as_dict(self) -> dict:
         return {"installed": self.installed, "max_rows": self.max_rows, "reason": self.reason,
-                "probe_ms": {str(k): [round(x, 4) for x in v] for k, v in self.probe_ms.items()}}
+                "probe_ms": {str(k): [round(x, 4) for x in v] for k, v in self.probe_ms.items()},
+                "probe_cached": self.probe_cached}
 
 
 def _sdpa():
@@ -180,6 +183,21 @@ def _probe_forwards(model, report: AttentionReport) -> int:
     return best
 
 
+def _probe_rows(model, report: AttentionReport, probe_key: dict | None) -> int:
+    """:func:`_probe_forwards`, through the probe cache under ``probe_key`` when it is given."""
+    if probe_key is None:
+        return _probe_forwards(model, report)
+    from .probe_cache import cached_probe  # noqa: PLC0415
+
+    def measure() -> dict:
+        rows = _probe_forwards(model, report)
+        return {"max_rows": rows, "probe_ms": {str(k): v for k, v in report.probe_ms.items()}}
+
+    result, report.probe_cached = cached_probe("native-attention", probe_key, measure)
+    report.probe_ms = {int(k): [float(x) for x in v] for k, v in result["probe_ms"].items()}
+    return int(result["max_rows"])
+
+
 def _fixed_rows() -> int | None:
     """``$FASTCODER_NATIVE_ATTENTION_ROWS``: the query rows the kernel takes without the timing probe (a run that
     must not depend on the machine's load at start-up: the test suite), or None (unset, or not a non-negative
@@ -193,9 +211,13 @@ def _fixed_rows() -> int | None:
     return None
 
 
-def install_native_attention(model) -> AttentionReport:
+def install_native_attention(model, probe_key: dict | None = None) -> AttentionReport:
     """Switch a float32 CPU transformers model to :func:`fastcoder_attention` when the probe finds the kernel
     correct and faster than ``sdpa`` for at least one query row.
+
+    ``probe_key``: what the model's forward time depends on beyond the machine (its name and parameter count, the
+    linear layers' kernel and row limit); given, the timing probe (:func:`_probe_forwards`) is read from and kept
+    in the probe cache (:mod:`engine.probe_cache`); None times it here. The correctness check always runs.
 
     The model keeps its own attention when the kernel is unavailable (no C compiler, not x86-64 with
     AVX2/FMA, ``FASTCODER_NATIVE=0`` or ``FASTCODER_NATIVE_ATTENTION=0``), when its config has no plain head
@@ -234,7 +256,7 @@ def install_native_attention(model) -> AttentionReport:
         _register()
         model.set_attn_implementation(NAME)
         fixed = _fixed_rows()
-        report.max_rows = fixed if fixed is not None else _probe_forwards(model, report)
+        report.max_rows = fixed if fixed is not None else _probe_rows(model, report, probe_key)
     if not report.max_rows:
         model.set_attn_implementation(current)
         report.reason = "not faster than sdpa in the model's forward at one query row"

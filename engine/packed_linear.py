@@ -78,6 +78,8 @@ class PackReport:
         kernel: ``"native"`` (:class:`NativeLinear`), ``"mkl"`` (:class:`PackedLinear`) or ``""`` (none).
         max_rows: native only: the most rows a product may have to use the kernel (from the timing probe).
         probe_ms: native only: ``{rows: [F.linear ms, native ms]}`` measured by the probe.
+        probe_cached: native only: the probe's timings were read from the probe cache (:mod:`engine.probe_cache`),
+            measured at an earlier load, not timed at this one.
         huge_page_bytes: native only: bytes of the packed buffer the kernel put on 2 MB pages
             (:mod:`engine.huge_pages`; 0 where it gave none or they are off).
     """
@@ -89,13 +91,14 @@ class PackReport:
     kernel: str = ""
     max_rows: int = 0
     probe_ms: dict = field(default_factory=dict)
+    probe_cached: bool = False
     huge_page_bytes: int = 0
 
     def as_dict(self) -> dict:
         """Plain data (``fastcoder/status``, the benchmark JSON)."""
         return {"layers": len(self.layers), "pack_mb": round(self.pack_bytes / 2**20, 1),
                 "weight_mb": round(self.weight_bytes / 2**20, 1), "reason": self.reason, "kernel": self.kernel,
-                "max_rows": self.max_rows, "probe_ms": self.probe_ms,
+                "max_rows": self.max_rows, "probe_ms": self.probe_ms, "probe_cached": self.probe_cached,
                 "huge_page_mb": weights_on_huge_pages_mb(self)}
 
 
@@ -213,20 +216,31 @@ def _best_ms(fn, reps: int = 5) -> float:
 
 
 @torch.no_grad()
-def _probe_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> tuple[int, dict, str]:
-    """(max_rows, {rows: [F.linear ms, native ms]}, problem): where the native kernel is no slower than
-    ``F.linear`` on this weight, and "" unless its products differ from ``F.linear``'s beyond rounding or a
-    row's result depends on the row count."""
+def _check_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> str:
+    """"" unless the native kernel's products on ``weight`` differ from ``F.linear``'s beyond rounding or a row's
+    result depends on the row count (then why)."""
     gen = torch.Generator().manual_seed(0)
     n, k = weight.shape
     ptr = panels.data_ptr()
     x = torch.randn(max(PROBE_ROWS), k, generator=gen)
     full = native_gemm(lib, x, ptr, n)
     if not torch.allclose(full, F.linear(x, weight), rtol=1e-4, atol=1e-4):
-        return 0, {}, "native product differs from F.linear"
+        return "native product differs from F.linear"
     for rows in (1, 3, 7):
         if not torch.equal(native_gemm(lib, x[:rows].contiguous(), ptr, n), full[:rows]):
-            return 0, {}, f"native rows changed with the row count ({rows})"
+            return f"native rows changed with the row count ({rows})"
+    return ""
+
+
+@torch.no_grad()
+def _time_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> tuple[int, dict]:
+    """(max_rows, {rows: [F.linear ms, native ms]}): the largest of :data:`PROBE_ROWS` where the native kernel
+    is no slower than ``F.linear`` on ``weight`` (within 5%) there and at every smaller count; 0 when slower at
+    one row."""
+    gen = torch.Generator().manual_seed(0)
+    n, k = weight.shape
+    ptr = panels.data_ptr()
+    x = torch.randn(max(PROBE_ROWS), k, generator=gen)
     max_rows, probe = 0, {}
     for rows in PROBE_ROWS:
         xr = x[:rows].contiguous()
@@ -236,7 +250,27 @@ def _probe_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> tuple[int,
         if mine > blas * 1.05:
             break
         max_rows = rows
-    return max_rows, probe, ""
+    return max_rows, probe
+
+
+def _probe_native(lib, weight: torch.Tensor, panels: torch.Tensor,
+                  probe_key: dict | None = None) -> tuple[int, dict, str, bool]:
+    """(max_rows, {rows: [F.linear ms, native ms]}, problem, cached): :func:`_check_native`, then where it passes
+    :func:`_time_native`, whose result is read from and kept in the probe cache (:mod:`engine.probe_cache`) under
+    ``probe_key`` plus the weight's shape when ``probe_key`` is given (``cached``: it was read)."""
+    problem = _check_native(lib, weight, panels)
+    if problem:
+        return 0, {}, problem, False
+    if probe_key is None:
+        return (*_time_native(lib, weight, panels), "", False)
+    from .probe_cache import cached_probe  # noqa: PLC0415
+
+    def measure() -> dict:
+        max_rows, probe = _time_native(lib, weight, panels)
+        return {"max_rows": max_rows, "probe_ms": probe}
+
+    result, cached = cached_probe("packed-linear", {**probe_key, "shape": list(weight.shape)}, measure)
+    return int(result["max_rows"]), {int(k): v for k, v in result["probe_ms"].items()}, "", cached
 
 
 def _pack(weight: torch.Tensor) -> torch.Tensor:
@@ -296,19 +330,20 @@ def _linear_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Linear]]:
 
 
 @torch.no_grad()
-def _pack_native(layers: list, budget: int, report: PackReport, force: bool = False) -> bool:
+def _pack_native(layers: list, budget: int, report: PackReport, force: bool = False,
+                 probe_key: dict | None = None) -> bool:
     """Swap layers to :class:`NativeLinear` within ``budget`` when the kernel runs here and the probe finds
     it no slower than ``F.linear`` at one row at least (``force``: whatever the timing, up to the largest
-    probed row count); fills ``report``. False when nothing was swapped (``report.reason`` says why), so the
-    caller can try MKL."""
+    probed row count; ``probe_key``: see :func:`pack_linear_weights`); fills ``report``. False when nothing was
+    swapped (``report.reason`` says why), so the caller can try MKL."""
     lib = gemm_library()
     if lib is None:
         report.reason = "no native few-row kernel (no C compiler, FASTCODER_NATIVE=0, or no AVX2/FMA)"
         return False
     probe_layer = next((mod for _, mod in layers if mod.weight.numel() <= PROBE_MAX_NUMEL), layers[-1][1])
     weight = probe_layer.weight.detach().contiguous()
-    max_rows, probe, problem = _probe_native(lib, weight, pack_panels(lib, weight))
-    report.probe_ms = probe
+    max_rows, probe, problem, cached = _probe_native(lib, weight, pack_panels(lib, weight), probe_key)
+    report.probe_ms, report.probe_cached = probe, cached
     if force and not problem:
         max_rows = max(PROBE_ROWS)
     if problem or not max_rows:
@@ -346,12 +381,15 @@ def _pack_native(layers: list, budget: int, report: PackReport, force: bool = Fa
 
 
 def pack_linear_weights(model: torch.nn.Module, budget_bytes: int | None = None,
-                        max_overhead: float = MAX_OVERHEAD, kernel: str = "auto") -> PackReport:
+                        max_overhead: float = MAX_OVERHEAD, kernel: str = "auto",
+                        probe_key: dict | None = None) -> PackReport:
     """Swap the model's float32 CPU ``nn.Linear`` layers to :class:`NativeLinear` (``kernel`` "auto": where
     the load-time probe finds it faster; "native": whatever the timing) or else :class:`PackedLinear` ("auto"
     or "mkl"), largest weight first, while the packed bytes
     fit ``budget_bytes`` (default :func:`packing_budget_bytes`) and, for MKL, ``max_overhead`` times the
-    weight's own bytes.
+    weight's own bytes. ``probe_key`` (what the model's timings depend on beyond the machine, e.g. its name): the
+    native kernel's timing probe is read from and kept in the probe cache (:mod:`engine.probe_cache`); None
+    times it here.
 
     Returns:
         A :class:`PackReport`; ``reason`` says why nothing was packed (no kernel, budget 0, no float32 CPU
@@ -370,11 +408,12 @@ def pack_linear_weights(model: torch.nn.Module, budget_bytes: int | None = None,
     if not layers:
         report.reason = "no float32 linear layer on the CPU"
         return report
-    if kernel != "mkl" and (_pack_native(layers, budget, report, force=kernel == "native") or kernel == "native"):
+    if kernel != "mkl" and (_pack_native(layers, budget, report, force=kernel == "native",
+                                            probe_key=probe_key) or kernel == "native"):
         enable_greedy_head(model)
         return report
     native_reason = report.reason
-    report = PackReport(probe_ms=report.probe_ms)
+    report = PackReport(probe_ms=report.probe_ms, probe_cached=report.probe_cached)
     if not mkl_packing_available():
         report.reason = "this torch build has no MKL packed GEMM" + (f"; {native_reason}" if native_reason else "")
         return report

@@ -131,6 +131,7 @@ class EngineHost(IndexingMixin):
         self.greedy_step = False  # greedy steps in one native call (engine.native.step)
         self.forward_kernels: str | bool = False  # the native forward kernels' instruction set: "avx512", "avx2", False
         self.weights_on_huge_pages_mb = 0.0  # the packed weights' MB on 2 MB pages (engine.huge_pages)
+        self.native_rows: dict | None = None  # engine.probe_cache.native_rows of the loaded model
         self._cost = None  # the VerifyCost measured at load, shared by every decoder (never measured twice)
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=200)
         self.accepted_lengths: collections.deque[float] = collections.deque(maxlen=200)
@@ -199,6 +200,9 @@ class EngineHost(IndexingMixin):
             from engine.packed_linear import weights_on_huge_pages_mb  # noqa: PLC0415
 
             huge_mb = weights_on_huge_pages_mb(getattr(loaded, "packing", None))
+            from engine.probe_cache import native_rows  # noqa: PLC0415
+
+            rows = native_rows(loaded)
             step = _make_greedy_step(loaded)  # greedy steps in one native call (engine.native.step)
             self.progress("common", f"common datastore: {settings.common_datastore}", 30, False)
             common = self._load_common(loaded, settings)
@@ -217,6 +221,7 @@ class EngineHost(IndexingMixin):
             self.lm_head_screen = screen
             self.forward_kernels = kernels
             self.weights_on_huge_pages_mb = huge_mb
+            self.native_rows = rows
             self.greedy_step = step
             self._estimator = self._history = None  # learned for the previous model's tokens
             self._decoders.clear()
@@ -509,6 +514,8 @@ class EngineHost(IndexingMixin):
             # greedy steps take the LM head's argmax by int8 screening and exact rescoring (the same tokens)
             "lm_head_screen": self.lm_head_screen,
             "forward_kernels": self.forward_kernels,
+            # the native products' and attention's row limits, timed at a load or read from the probe cache
+            "native_rows": self.native_rows,
             # a GPU model's steps replay CUDA graphs (engine.cuda_graphs): True, why not, or None (a CPU model)
             "cuda_graphs": getattr(self.loaded, "cuda_graphs_status", None),
             # greedy steps in one native call (engine.native.step): known after the first (the load's c(n) measurement)

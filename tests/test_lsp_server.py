@@ -5,6 +5,7 @@ tests that need a fresh server are in test_lsp_failures.py."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -170,6 +171,12 @@ async def test_status_reports_model_and_repo(client: LanguageClient):
         assert st["weights_on_huge_pages_mb"] >= 2
     else:
         assert st["weights_on_huge_pages_mb"] == 0
+    # the native kernels' row limits (the suite fixes the attention's at $FASTCODER_NATIVE_ATTENTION_ROWS; the
+    # products' probe is timed at the first load and read from the probe cache after, engine.probe_cache)
+    rows = st["native_rows"]
+    if st["forward_kernels"]:
+        assert rows["linear"] >= 1 and rows["attention"] == int(os.environ["FASTCODER_NATIVE_ATTENTION_ROWS"])
+        assert set(rows["probe_cached"]) == {"linear", "attention"} and rows["probe_cached"]["attention"] is False
     assert st["model"].endswith("tiny-py-coder")
     (repo,) = st["repo"]
     assert Path(repo["root"]) == WORKSPACE and repo["files"] == 3 and repo["tokens"] > 1000

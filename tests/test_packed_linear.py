@@ -278,7 +278,7 @@ def test_native_layers_fall_back_for_a_changed_weight_and_for_gradients():
 def test_native_budget_and_a_slower_probe_leave_mkl_or_nothing(monkeypatch):
     report = pack_linear_weights(_model(), budget_bytes=64 * 512 * 4 + 1, kernel="native")
     assert report.layers == ["0"] or report.layers == ["2"]  # one of the two equal-sized layers fits
-    monkeypatch.setattr(packed_linear, "_probe_native", lambda *a: (0, {1: [0.1, 0.2]}, ""))
+    monkeypatch.setattr(packed_linear, "_probe_native", lambda *a: (0, {1: [0.1, 0.2]}, "", False))
     report = pack_linear_weights(_model(), budget_bytes=2**30, max_overhead=1e9)  # "auto" believes the probe
     assert report.probe_ms == {1: [0.1, 0.2]}
     if packed_linear.mkl_packing_available():

@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 from ..lean_forward import greedy_screen, greedy_step_serves
 from ..native import packed_kernels_isa
 from ..packed_linear import weights_on_huge_pages_mb
+from ..probe_cache import native_rows
 from .headroom import headroom
 from .runner import (HIT_SOURCES, REFERENCE_METHOD, BenchConfig, build_repo_datastore, fresh_drafter_state, memoized,
                      run_tasks, summarize)
@@ -95,6 +96,8 @@ def benchmark(loaded, root: str | Path, tasks: Sequence[Task], common_ds, cfg: B
     result["environment"]["cuda_graphs"] = getattr(loaded, "cuda_graphs_status", None)
     # the packed weights' bytes on 2 MB pages (engine.huge_pages; the KV cache's follow the same switch)
     result["environment"]["weights_on_huge_pages_mb"] = weights_on_huge_pages_mb(getattr(loaded, "packing", None))
+    # the native products' and attention's row limits, and whether their probes' timings came from the cache
+    result["environment"]["native_rows"] = native_rows(loaded)
     if len(runs) > 1:
         result["repeats"] = [{m: {k: s[k] for k in REPEAT_FIELDS} for m, s in summarize(records).items()}
                              for records in runs]
