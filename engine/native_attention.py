@@ -193,7 +193,8 @@ def _probe_rows(model, report: AttentionReport, probe_key: dict | None) -> int:
         rows = _probe_forwards(model, report)
         return {"max_rows": rows, "probe_ms": {str(k): v for k, v in report.probe_ms.items()}}
 
-    result, report.probe_cached = cached_probe("native-attention", probe_key, measure)
+    result, report.probe_cached = cached_probe("native-attention", probe_key, measure,
+                                               keep=lambda res: res["max_rows"] == max(PROBE_ROWS))
     report.probe_ms = {int(k): [float(x) for x in v] for k, v in result["probe_ms"].items()}
     return int(result["max_rows"])
 

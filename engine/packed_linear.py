@@ -269,7 +269,8 @@ def _probe_native(lib, weight: torch.Tensor, panels: torch.Tensor,
         max_rows, probe = _time_native(lib, weight, panels)
         return {"max_rows": max_rows, "probe_ms": probe}
 
-    result, cached = cached_probe("packed-linear", {**probe_key, "shape": list(weight.shape)}, measure)
+    result, cached = cached_probe("packed-linear", {**probe_key, "shape": list(weight.shape)}, measure,
+                                  keep=lambda res: res["max_rows"] == max(PROBE_ROWS))
     return int(result["max_rows"]), {int(k): v for k, v in result["probe_ms"].items()}, "", cached
 
 

@@ -3,12 +3,16 @@
 Two choices at a CPU model's load come from timing probes: up to how many rows the native few-row products serve
 (:mod:`engine.packed_linear`, ~0.2 s) and up to how many query rows the native attention does
 (:mod:`engine.native_attention`, ~0.6 s: the model's own forward, timed against ``sdpa``). Timed at every start,
-they were ~10% of the language server's wait for its first completion on this project's 2-core CPU, and a probe
+they were 0.7-0.9 s of the language server's 11-12 s wait for its first completion on this project's 2-core CPU
+(``benchmarks/results/2026-11-28j``), and a probe
 timed while another job ran could pick other kernels than the load before it, under the same cached c(n) curve
 (:mod:`engine.cost_model`). Each result is kept in ``<cache root>/probes/<kind>-<digest>.json``
 (:func:`engine.cache_paths.cache_root`) under a key that holds everything it depends on: the caller's part (the
 model, the weight's shape, the packing chosen) and :func:`machine_key` (the CPU, torch's threads, the forward
-kernels' version and instruction set). Correctness checks are never cached: only timings are.
+kernels' version and instruction set). Correctness checks are never cached: only timings are, and only a clear
+result (the callers keep only the native kernel no slower at every probed row count): another job's load during a
+probe can make either side look slower, so a lower limit (or no native kernel at all) is timed again at the next
+load instead of being made permanent.
 
 ``$FASTCODER_PROBE_CACHE=0`` times the probes at every load (and writes nothing); deleting the folder does it once.
 """
@@ -69,7 +73,7 @@ def enabled() -> bool:
     return os.environ.get(PROBE_CACHE_ENV, "").strip() != "0"
 
 
-def cached_probe(kind: str, key: dict, measure: Callable[[], dict],
+def cached_probe(kind: str, key: dict, measure: Callable[[], dict], keep: Callable[[dict], bool] | None = None,
                  folder: str | os.PathLike | None = None) -> tuple[dict, bool]:
     """The stored result of probe ``kind`` for ``key`` plus :func:`machine_key`, else ``measure()``'s, stored.
 
@@ -78,6 +82,8 @@ def cached_probe(kind: str, key: dict, measure: Callable[[], dict],
         key: what the result depends on beyond the machine; JSON-serialisable.
         measure: runs the probe; returns a JSON-serialisable dict (its int keys come back as strings from a
             stored file: the caller converts them).
+        keep: which measured results are stored (default all); the others are returned and timed again at the next
+            load (a result another job's load may have spoiled is not made permanent).
         folder: where results are kept (default :func:`probe_cache_dir`).
 
     Returns:
@@ -100,6 +106,8 @@ def cached_probe(kind: str, key: dict, measure: Callable[[], dict],
     except (OSError, ValueError, TypeError) as exc:
         log.warning("probe cache %s unusable (%s); probing again", path, exc)
     result = measure()
+    if keep is not None and not keep(result):
+        return result, False
     try:
         body = json.dumps({"key": json.loads(text), "result": result})
         path.parent.mkdir(parents=True, exist_ok=True)
