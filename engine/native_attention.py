@@ -187,16 +187,12 @@ def _probe_rows(model, report: AttentionReport, probe_key: dict | None) -> int:
     """:func:`_probe_forwards`, through the probe cache under ``probe_key`` when it is given."""
     if probe_key is None:
         return _probe_forwards(model, report)
-    from .probe_cache import cached_probe  # noqa: PLC0415
+    from .probe_cache import cached_row_limit  # noqa: PLC0415
 
-    def measure() -> dict:
-        rows = _probe_forwards(model, report)
-        return {"max_rows": rows, "probe_ms": {str(k): v for k, v in report.probe_ms.items()}}
-
-    result, report.probe_cached = cached_probe("native-attention", probe_key, measure,
-                                               keep=lambda res: res["max_rows"] == max(PROBE_ROWS))
-    report.probe_ms = {int(k): [float(x) for x in v] for k, v in result["probe_ms"].items()}
-    return int(result["max_rows"])
+    rows, timings, report.probe_cached = cached_row_limit(
+        "native-attention", probe_key, lambda: (_probe_forwards(model, report), report.probe_ms), max(PROBE_ROWS))
+    report.probe_ms = {k: [float(x) for x in v] for k, v in timings.items()}
+    return rows
 
 
 def _fixed_rows() -> int | None:

@@ -215,14 +215,17 @@ def _best_ms(fn, reps: int = 5) -> float:
     return best * 1e3
 
 
+def _probe_inputs(weight: torch.Tensor, panels: torch.Tensor) -> tuple[int, int, torch.Tensor]:
+    """(output width, the panels' address, (max(PROBE_ROWS), k) float32 random rows, seed 0) for the probes."""
+    x = torch.randn(max(PROBE_ROWS), weight.shape[1], generator=torch.Generator().manual_seed(0))
+    return weight.shape[0], panels.data_ptr(), x
+
+
 @torch.no_grad()
 def _check_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> str:
     """"" unless the native kernel's products on ``weight`` differ from ``F.linear``'s beyond rounding or a row's
     result depends on the row count (then why)."""
-    gen = torch.Generator().manual_seed(0)
-    n, k = weight.shape
-    ptr = panels.data_ptr()
-    x = torch.randn(max(PROBE_ROWS), k, generator=gen)
+    n, ptr, x = _probe_inputs(weight, panels)
     full = native_gemm(lib, x, ptr, n)
     if not torch.allclose(full, F.linear(x, weight), rtol=1e-4, atol=1e-4):
         return "native product differs from F.linear"
@@ -237,10 +240,7 @@ def _time_native(lib, weight: torch.Tensor, panels: torch.Tensor) -> tuple[int, 
     """(max_rows, {rows: [F.linear ms, native ms]}): the largest of :data:`PROBE_ROWS` where the native kernel
     is no slower than ``F.linear`` on ``weight`` (within 5%) there and at every smaller count; 0 when slower at
     one row."""
-    gen = torch.Generator().manual_seed(0)
-    n, k = weight.shape
-    ptr = panels.data_ptr()
-    x = torch.randn(max(PROBE_ROWS), k, generator=gen)
+    n, ptr, x = _probe_inputs(weight, panels)
     max_rows, probe = 0, {}
     for rows in PROBE_ROWS:
         xr = x[:rows].contiguous()
@@ -263,15 +263,11 @@ def _probe_native(lib, weight: torch.Tensor, panels: torch.Tensor,
         return 0, {}, problem, False
     if probe_key is None:
         return (*_time_native(lib, weight, panels), "", False)
-    from .probe_cache import cached_probe  # noqa: PLC0415
+    from .probe_cache import cached_row_limit  # noqa: PLC0415
 
-    def measure() -> dict:
-        max_rows, probe = _time_native(lib, weight, panels)
-        return {"max_rows": max_rows, "probe_ms": probe}
-
-    result, cached = cached_probe("packed-linear", {**probe_key, "shape": list(weight.shape)}, measure,
-                                  keep=lambda res: res["max_rows"] == max(PROBE_ROWS))
-    return int(result["max_rows"]), {int(k): v for k, v in result["probe_ms"].items()}, "", cached
+    max_rows, probe, cached = cached_row_limit("packed-linear", {**probe_key, "shape": list(weight.shape)},
+                                               lambda: _time_native(lib, weight, panels), max(PROBE_ROWS))
+    return max_rows, probe, "", cached
 
 
 def _pack(weight: torch.Tensor) -> torch.Tensor:

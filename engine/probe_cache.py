@@ -10,7 +10,7 @@ timed while another job ran could pick other kernels than the load before it, un
 (:func:`engine.cache_paths.cache_root`) under a key that holds everything it depends on: the caller's part (the
 model, the weight's shape, the packing chosen) and :func:`machine_key` (the CPU, torch's threads, the forward
 kernels' version and instruction set). Correctness checks are never cached: only timings are, and only a clear
-result (the callers keep only the native kernel no slower at every probed row count): another job's load during a
+result (:func:`cached_row_limit`: the native kernel no slower at every probed row count): another job's load during a
 probe can make either side look slower, so a lower limit (or no native kernel at all) is timed again at the next
 load instead of being made permanent.
 
@@ -118,6 +118,20 @@ def cached_probe(kind: str, key: dict, measure: Callable[[], dict], keep: Callab
     except (OSError, TypeError, ValueError) as exc:
         log.warning("could not cache the %s probe at %s: %s", kind, path, exc)
     return result, False
+
+
+def cached_row_limit(kind: str, key: dict, probe: Callable[[], tuple[int, dict]],
+                     full_rows: int) -> tuple[int, dict, bool]:
+    """A native kernel's row limit through :func:`cached_probe`: ``probe()`` gives ``(max_rows, {rows: timings})``;
+    a limit of ``full_rows`` (the kernel no slower at every probed row count) is kept, a lower one is timed again at
+    the next load. Returns ``(max_rows, {rows (int): timings}, from_cache)``."""
+
+    def measure() -> dict:
+        rows, timings = probe()
+        return {"max_rows": int(rows), "probe_ms": {str(k): v for k, v in timings.items()}}
+
+    result, cached = cached_probe(kind, key, measure, keep=lambda res: res["max_rows"] == full_rows)
+    return int(result["max_rows"]), {int(k): v for k, v in result["probe_ms"].items()}, cached
 
 
 def native_rows(loaded) -> dict | None:
