@@ -15,7 +15,7 @@ tokens. Per step both drafts are scored against ``ar``'s output. Printed (plain 
   (it stopped too early) or diverged (it held a wrong token).
 
 This found, on 2026-11-24, that fastcoder's off-chain nodes were expected to give 2-3x the tokens they gave
-and its main chain 15-27% more than expected (benchmarks/README.md, "acceptance estimates by node role").
+and its main chain 15-27% more than expected (benchmarks/HISTORY.md, "acceptance estimates by node role").
 
 Usage (from the repository root)::
 

@@ -38,7 +38,7 @@ and other completions feed the draft head (:mod:`engine.draft_head`) each step: 
 chose the pending token, from one forward of the model over the prompt and ``ar``'s output
 (``engine.bench.fit_head._hidden_and_choice``, as the head's calibration is fitted). Before 2026-11-28i the head
 stayed disabled here and line completions got the drafter of longer ones (``--unfed-head`` still leaves the head
-out); that replay ranked changes to the estimates 2-3% above what the wall clock then gave (benchmarks/README.md,
+out); that replay ranked changes to the estimates 2-3% above what the wall clock then gave (benchmarks/HISTORY.md,
 "Update 2026-11-28 (from 20:18)").
 
 ``oracle_pruned_speedup`` bounds what better tree *sizing* could give with the same candidates: each step's
@@ -46,7 +46,7 @@ tree pruned to exactly the path verification accepted (a chain of a tokens at c(
 nothing was accepted), scored on the same curve. With ``FASTCODER_VERIFY_COST=flat --score-measured`` the
 drafters build the widest trees they can (every candidate up to the 64-token cap) while every method is still
 scored on this machine's measured curve: that run's ``oracle_pruned_speedup`` is the ceiling of the draft
-*sources* here, whatever the estimator (benchmarks/README.md, "Update 2026-11-26 (04:52-06:30)").
+*sources* here, whatever the estimator (benchmarks/HISTORY.md, "Update 2026-11-26 (04:52-06:30)").
 """
 
 from __future__ import annotations

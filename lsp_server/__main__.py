@@ -23,7 +23,7 @@ def default_threads() -> int:
     Every forward waits for its slowest thread, so a core that another program keeps busy (a build, the editor)
     stalls each parallel region: on a 2-core machine with one core busy the server's load took 198 s and more on
     both cores against 16 s on one, and on the machine as shared as it was the headless demo answered p50 184-190 ms on
-    one thread against 274-289 ms on two (benchmarks/README.md, "Update 2026-11-26 (09:27-)"). One core is left
+    one thread against 274-289 ms on two (benchmarks/HISTORY.md, "Update 2026-11-26 (09:27-)"). One core is left
     for the rest of the machine."""
     try:
         cpus = len(os.sched_getaffinity(0))

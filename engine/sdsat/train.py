@@ -378,7 +378,7 @@ def merge_with_base(model: torch.nn.Module, base: torch.nn.Module, alpha: float)
     Why for SDSAT: fine-tuning a small model on its own training corpus drifts its standard-token loss
     on other code (measured on tiny-py-coder: +2.5% on jinja2 after 400 steps) while the adaptive-token
     skill needs only part of the update; alpha = 0.5 brought the drift within 1% and kept most of the
-    first-position acceptance (benchmarks/README.md, SDSAT).
+    first-position acceptance (benchmarks/HISTORY.md, SDSAT).
 
     Args:
         model: the fine-tuned model (float tensors; modified in place).
