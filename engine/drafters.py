@@ -364,7 +364,7 @@ class FastCoderDrafter:
     def set_stop_tokens(self, stop: np.ndarray | None) -> None:
         """Draft nothing below a stop token from now on: ``stop`` ((V,) uint8, nonzero for a token whose text holds
         one of the generation's stop strings, as a line completion's newline; None: no stop). Each source's
-        continuations are cut after their first one before the tree is sized
+        continuations are cut at their first one before the tree is sized
         (:func:`engine.tree_builder.cut_at_stop`), so the tree's budget goes to nodes whose acceptance counts."""
         self.stop = stop
 

@@ -359,7 +359,7 @@ class Generation:
         """``tree`` without the nodes whose verification is wasted: those deeper than ``left`` (the tokens the
         generation may still add: a path longer than that is cut at ``max_new_tokens`` whatever it holds), those
         that contradict the token-healing constraint (:func:`engine.healing.consistent_subtree`), or, once it is
-        spelled, those below a stop token (:func:`engine.verify.prune_after_stop`)."""
+        spelled, a stop token and those below it (:func:`engine.verify.prune_after_stop`)."""
         if not len(tree):
             return tree
         if left < len(tree) and int(tree.depths.max()) > left:  # a node's depth is at most the tree's size

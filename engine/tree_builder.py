@@ -32,20 +32,22 @@ SIZED_MAX_DEPTH = 24
 
 
 def cut_at_stop(part: Candidates, stop: np.ndarray) -> Candidates:
-    """``part`` with each continuation cut after its first stop token (``stop``: (V,) uint8 or bool, nonzero for
-    a token whose text holds one of the generation's stop strings): the generation ends at that token, so a
-    draft below it could only be verified for nothing (:func:`engine.verify.prune_after_stop` removes such nodes
-    from a built tree; cut here, the tree's budget goes to nodes that can count). Rows (K, W) or (W,), padded
-    with -1; ``part`` itself when no row holds a stop token before its end. The C builder cuts the same way
+    """``part`` with each continuation cut at its first stop token, that token included (``stop``: (V,) uint8 or
+    bool, nonzero for a token whose text holds one of the generation's stop strings). The generation ends at that
+    token, so a draft below it could only be verified for nothing, and the stop token's own node buys nothing
+    either: accepted, it commits the token that the bonus token at its parent (the model's choice there) would
+    have committed in the same step. Cut here, the tree's budget goes to nodes that can count
+    (:func:`engine.verify.prune_after_stop` removes the same nodes from a built tree). Rows (K, W) or (W,), padded
+    with -1; ``part`` itself when no row holds a stop token. The C builder cuts the same way
     (``fc_build_sized_parts``, :func:`engine.native.tree.set_stop`)."""
     rows = np.asarray(part.tokens)
     valid = (rows >= 0) & (rows < len(stop))
     hit = np.zeros(rows.shape, dtype=bool)
     hit[valid] = np.asarray(stop)[rows[valid]] != 0
-    after = (np.cumsum(hit, axis=-1) - hit) > 0  # positions past the first stop token of their row
-    if not (after & (rows >= 0)).any():
+    cut = np.cumsum(hit, axis=-1) > 0  # the first stop token of its row and the positions past it
+    if not cut.any():
         return part
-    return Candidates(np.where(after, -1, rows).astype(rows.dtype, copy=False), part.counts, part.weight,
+    return Candidates(np.where(cut, -1, rows).astype(rows.dtype, copy=False), part.counts, part.weight,
                       part.source, part.match_length)
 
 
@@ -70,7 +72,7 @@ def build_draft_tree(candidates: Sequence[Candidates], budget: int = 64, min_pro
         max_depth: with ``estimator`` and ``cost``, continuations are cut to this many tokens (the tree's
             depth bound, :data:`SIZED_MAX_DEPTH` by default; ignored otherwise).
         stop: (V,) uint8 or bool, nonzero for the generation's stop tokens (a line completion's newlines):
-            continuations are cut after their first one (:func:`cut_at_stop`); None: not cut.
+            continuations are cut at their first one (:func:`cut_at_stop`); None: not cut.
 
     Returns:
         A :class:`DraftTree` with at most ``budget`` nodes, prefix-closed: a node's weight is the

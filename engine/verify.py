@@ -349,12 +349,15 @@ def compact_cache(cache, past_len: int, path: list[int], tree_size: int) -> None
 
 
 def prune_after_stop(tree, stop_tokens):
-    """``tree`` without the descendants of nodes whose token contains a stop string.
+    """``tree`` without the nodes whose token contains a stop string, and without their descendants.
 
     The generation ends at such a token (its text is cut there), so whatever the tree drafts below it could
     only be verified for nothing: in line mode (stop ``"\n"``) a tree of the rest of a line and the next line
-    costs the rows of the next line. Lossless: the output text up to the stop is unchanged. An SDSAT adaptive
-    branch is kept as is (:meth:`engine.draft_tree.DraftTree.keep`).
+    costs the rows of the next line. The stop token's own node buys nothing either: accepted, it commits the
+    token that the bonus token at its parent (the model's choice there, the same token) commits without it, in
+    the same step; the row only costs verification (on a CPU c(n) grows with every row). Lossless: the output
+    text and token ids up to the stop are unchanged. An SDSAT adaptive branch is kept as is
+    (:meth:`engine.draft_tree.DraftTree.keep`).
 
     Args:
         tree: a :class:`engine.draft_tree.DraftTree`.
@@ -372,7 +375,5 @@ def prune_after_stop(tree, stop_tokens):
     tokens = tree.tokens.tolist()
     if stop_tokens.isdisjoint(tokens):
         return tree
-    keep = [p < 0 or tokens[p] not in stop_tokens for p in tree.parents.tolist()]
-    if all(keep):  # the stop tokens are leaves (the fastcoder drafter cuts its sources there): nothing to drop
-        return tree
-    return tree.keep(np.asarray(keep, dtype=bool))  # keep() drops their descendants too
+    keep = np.asarray([t not in stop_tokens for t in tokens], dtype=bool)
+    return tree.keep(keep)  # keep() drops their descendants too

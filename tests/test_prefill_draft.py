@@ -169,7 +169,8 @@ def test_a_request_cancelled_during_the_prefill_forward_ends_cancelled(tiny_code
         cancel = threading.Event()
         cancel.set()
         res = fc.generate(prompt, max_new_tokens=16, stop=["\n"], cancel=cancel)
-        assert res.stats["prefill_draft_accepted"] == len(line.token_ids)
+        # every drafted token but the stop token, which is not verified as a draft (the bonus token gives it)
+        assert res.stats["prefill_draft_accepted"] == len(line.token_ids) - 1
         assert res.finish_reason == "cancelled" and res.stats["forward_passes"] == 0
         return
     pytest.skip("no prompt whose greedy line ends within 16 tokens")

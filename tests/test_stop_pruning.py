@@ -1,4 +1,5 @@
-"""Draft nodes below a stop token are not verified: the generation ends there (engine.verify.prune_after_stop)."""
+"""A stop token's draft node and the nodes below it are not verified: the generation ends at that token, which the
+bonus token at its parent gives in the same step (engine.verify.prune_after_stop, engine.tree_builder.cut_at_stop)."""
 
 from __future__ import annotations
 
@@ -20,33 +21,33 @@ def _tree(tokens, parents):
                      np.ones(len(tokens)))
 
 
-def test_the_stop_token_is_kept_and_what_hangs_below_it_is_dropped():
+def test_stop_tokens_and_what_hangs_below_them_are_dropped():
     stop = np.zeros(20, dtype=bool)
     stop[10] = True
     tree = _tree([10, 11, 12, 13, 14, 10], [-1, -1, 0, 1, 2, 1])  # 12 and 14 below a stop; 10 under 11 is one
     for table in (stop, frozenset({10})):  # the (V,) table or the set of ids the decoder passes
         kept = prune_after_stop(tree, table)
-        assert kept.tokens.tolist() == [10, 11, 13, 10] and kept.parents.tolist() == [-1, -1, 1, 1]
+        assert kept.tokens.tolist() == [11, 13] and kept.parents.tolist() == [-1, 0]
         assert prune_after_stop(_tree([11, 12], [-1, 0]), table).tokens.tolist() == [11, 12]  # nothing to drop
+        assert len(prune_after_stop(_tree([10], [-1]), table)) == 0  # only a stop token: no draft at all
         assert len(prune_after_stop(DraftTree.empty(), table)) == 0
-    assert prune_after_stop(_tree([30, 10, 12], [-1, 0, 1]), stop).tokens.tolist() == [30, 10]  # 30: past the table
+    assert prune_after_stop(_tree([30, 10, 12], [-1, 0, 1]), stop).tokens.tolist() == [30]  # 30: past the table
 
 
-def test_continuations_are_cut_after_their_first_stop_token():
+def test_continuations_are_cut_at_their_first_stop_token():
     stop = np.zeros(20, dtype=np.uint8)
     stop[[10, 12]] = 1
     rows = np.array([[1, 10, 2, 3], [4, 5, 12, -1], [6, 7, -1, -1], [10, 12, 10, 1], [30, 10, 2, -1]])
     part = Candidates(rows, np.ones(5), 1.0, SOURCE_CACHE, 3)
     cut = cut_at_stop(part, stop)
-    assert cut.tokens.tolist() == [[1, 10, -1, -1], [4, 5, 12, -1], [6, 7, -1, -1], [10, -1, -1, -1],
-                                   [30, 10, -1, -1]]  # 30: past the table, not a stop
+    assert cut.tokens.tolist() == [[1, -1, -1, -1], [4, 5, -1, -1], [6, 7, -1, -1], [-1, -1, -1, -1],
+                                   [30, -1, -1, -1]]  # 30: past the table, not a stop
     assert (cut.counts is part.counts and cut.match_length == 3 and cut.source == SOURCE_CACHE
             and cut.tokens.dtype == rows.dtype)
-    assert cut_at_stop(Candidates(rows[1:3], np.ones(2), 1.0, SOURCE_CACHE), stop).tokens is not None
-    kept = Candidates(rows[1:3], np.ones(2), 1.0, SOURCE_CACHE)
-    assert cut_at_stop(kept, stop) is kept  # nothing after a stop token: the same object
+    kept = Candidates(rows[2:3], np.ones(1), 1.0, SOURCE_CACHE)
+    assert cut_at_stop(kept, stop) is kept  # no stop token: the same object
     assert cut_at_stop(Candidates(np.array([3, 12, 4]), np.ones(1), 1.0, SOURCE_CACHE), stop).tokens.tolist() \
-        == [3, 12, -1]  # one (L,) row
+        == [3, -1, -1]  # one (L,) row
 
 
 #: Per verify_draft call: whether its tree was the one the call before drafted (verified in place).
@@ -69,8 +70,8 @@ def _with_draft(recording, verify, record):
 
 
 def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder, real_code_prompts, monkeypatch):
-    """Stop "\\n" (the server's line mode): the same text as ar, no verified node below a token that holds a
-    newline, and fewer draft tokens verified than with the pruning switched off."""
+    """Stop "\\n" (the server's line mode): the same text as ar, no verified node that holds a newline or hangs
+    below one, and fewer draft tokens verified than with the pruning switched off."""
     newline = np.array(["\n" in p.decode("utf-8", "ignore") for p in tiny_coder.token_bytes.pieces])
     verified = []
     real_forward = generation_module.tree_forward
@@ -100,8 +101,7 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
     assert [g.text for g in got] == [w.text for w in want]
     assert verified and any(DRAFTED)  # trees drafted inside the verification's call were among them
     for tree in verified:
-        below = tree.parents[tree.parents >= 0]
-        assert not newline[tree.tokens[below]].any()
+        assert not newline[tree.tokens].any()
     with_pruning = sum(sum(g.stats["draft_sizes"]) for g in got)
     # the drafter itself cuts its sources' continuations at a stop token before sizing the tree: with the
     # decoder's pruning of built trees switched off, still nothing below a newline is verified
@@ -112,7 +112,7 @@ def test_line_completions_verify_nothing_past_the_line_and_stay_exact(tiny_coder
     assert [g.text for g in cut] == [w.text for w in want]
     assert verified
     for tree in verified:
-        assert not newline[tree.tokens[tree.parents[tree.parents >= 0]]].any()
+        assert not newline[tree.tokens].any()
     monkeypatch.setattr(generation_module, "stop_table", lambda ids, vocab_size: None)  # and the drafter's cut off
     unpruned = SpeculativeDecoder(tiny_coder, "fastcoder")
     again = [unpruned.generate(ids, max_new_tokens=48, stop=["\n"]) for ids in prompts]
@@ -226,3 +226,43 @@ def test_transformers_prompt_lookup_ends_at_the_stop_as_ar_does(tiny_coder, real
                     (want.text, want.token_ids, want.finish_reason), (max_new, stop)
                 stopped += want.finish_reason == "stop"
     assert stopped > 4
+
+
+def test_a_line_drafted_with_its_stop_token_takes_one_step_without_verifying_it(tiny_coder, real_code_prompts,
+                                                                               monkeypatch):
+    """An oracle drafter proposes the rest of ar's line, its newline included, after a cold prefill: the step verifies
+    every token of it but the newline, whose place the bonus token takes, so the line still comes in one forward,
+    with ar's text and tokens."""
+    from engine.decoder import PREFILL_DRAFT_MAX_TOKENS
+    from engine.draft_tree import SOURCE_CONTEXT
+
+    ar, fc = SpeculativeDecoder(tiny_coder, "ar"), SpeculativeDecoder(tiny_coder, "copyspec")
+    newline = np.array(["\n" in p.decode("utf-8", "ignore") for p in tiny_coder.token_bytes.pieces])
+    tried = 0
+    for _, ids in real_code_prompts:
+        if len(ids) <= PREFILL_DRAFT_MAX_TOKENS:
+            continue  # a cold prefill without a draft: the line comes in the decode steps
+        want = ar.generate(ids, max_new_tokens=24, stop=["\n"])
+        line = want.token_ids
+        if want.finish_reason != "stop" or len(line) < 3 or not newline[line[-1]]:
+            continue
+
+        class Oracle:
+            def reset(self, prompt):
+                pass
+
+            def propose(self, context, line=line, n=len(ids)):
+                return DraftTree.from_chain(line[len(context) - n:], SOURCE_CONTEXT)
+
+            def observe(self, *args):
+                pass
+
+        monkeypatch.setattr(fc, "_make_drafter", lambda *a, **k: Oracle())
+        got = fc.generate(ids, max_new_tokens=24, stop=["\n"])
+        assert (got.text, got.token_ids, got.finish_reason) == (want.text, want.token_ids, want.finish_reason)
+        assert got.stats["draft_sizes"] == [len(line) - 2]  # the pending token came from the prefill; no newline
+        assert got.stats["forward_passes"] == 1
+        tried += 1
+        if tried == 3:
+            return
+    assert tried, "no prompt whose greedy line ends with a newline token within 24 tokens"

@@ -99,6 +99,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_build_sized_packed.argtypes = [ptr, ptr]  # fc_build_sized's arguments in two arrays (native/tree.py)
     lib.fc_build_sized_parts.restype = i64  # the same from the sources' arrays (native/tree.py)
     lib.fc_build_sized_parts.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64]
+    lib.fc_tree_stop_token_kept.restype = ctypes.c_int  # a row cut at a stop token keeps it (1) or not (0); A/B runs
+    lib.fc_tree_stop_token_kept.argtypes = [ctypes.c_int]
     lib.fc_tree_inputs.restype = i64  # a draft tree's mask and positions (engine.draft_tree.DraftTree.forward_inputs)
     lib.fc_tree_inputs.argtypes = [ptr, i64, i64, ctypes.c_float, ptr, ptr]
     lib.fc_suffix_draft.restype = i64

@@ -558,12 +558,26 @@ static double count_at(const void *counts, int kind, int64_t i) {
     return kind == 0 ? (double)((const int64_t *)counts)[i] : ((const double *)counts)[i];
 }
 
+/* Whether a row cut at a stop token keeps that token (1, the rule before 2026-11-29) or loses it too (0, the default).
+   The generation ends at a stop token, so a draft node below one is verified for nothing; so is the stop token's own
+   node: accepted, it commits the token that the bonus token at its parent (the model's choice there, the same token)
+   would have committed in the same step. Its row costs verification and buys no token. A/B runs switch it; a
+   negative mode only asks. Returns the mode in use. */
+static int64_t stop_token_kept = 0;
+
+int fc_tree_stop_token_kept(int mode) {
+    if (mode >= 0)
+        stop_token_kept = mode ? 1 : 0;
+    return (int)stop_token_kept;
+}
+
 /* fc_build_sized_packed on the sources' own arrays: the preparation of engine/tree_builder.py's _sized_rows
    (each source's most frequent max_rows rows, cut to max_depth tokens, its counts' sum) done here, written
    into the scratch arrays ia points at, then the tree built. parts: n_parts x 10 int64 per source: rows
    address, bytes per token id (4 or 8), tokens between row starts, rows, row width, counts address, counts
    kind (0: int64, 1: float64), counts, source bit, match length; weights: each source's weight. ia[43], ia[44]:
-   a (V,) uint8 table of stop tokens and V (0: none): each row is cut after its first stop token. The
+   a (V,) uint8 table of stop tokens and V (0: none): each row is cut at its first stop token (see
+   stop_token_kept). The
    scratch holds room_rows x room_width tokens. Returns fc_build_sized's result, or -3 when the Python
    preparation must run (see counts_total; more rows or a wider row than the scratch holds). */
 int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts, const double *weights,
@@ -619,10 +633,10 @@ int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts
                 for (int64_t d = 0; d < w; d++) dst[d] = ((const int32_t *)src)[d];
             else
                 for (int64_t d = 0; d < w; d++) dst[d] = ((const int64_t *)src)[d];
-            if (stop) /* nothing after a stop token: the generation ends there (engine.tree_builder.cut_at_stop) */
+            if (stop) /* a stop token and what follows it: nothing (engine.tree_builder.cut_at_stop) */
                 for (int64_t d = 0; d < w && dst[d] >= 0; d++)
                     if (dst[d] < stop_len && stop[dst[d]]) {
-                        for (int64_t e = d + 1; e < w; e++) dst[e] = -1;
+                        for (int64_t e = d + stop_token_kept; e < w; e++) dst[e] = -1;
                         break;
                     }
             row_count[at] = count_at(counts, kind, pick[j]);

@@ -194,7 +194,7 @@ def thread_scratch(width: int = SIZED_MAX_DEPTH) -> _NativeScratch:
 
 def set_stop(sc: _NativeScratch, stop: np.ndarray | None) -> None:
     """Point fc_build_sized_parts at ``stop`` ((V,) uint8 C-contiguous, nonzero for a token whose text holds a stop
-    string; None: no stop): each source row is cut after its first stop token (:func:`engine.tree_builder.cut_at_stop`).
+    string; None: no stop): each source row is cut at its first stop token (:func:`engine.tree_builder.cut_at_stop`).
     numpy is written only when the table changes."""
     if stop is not sc.stop:
         sc.ia[43], sc.ia[44] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
@@ -305,7 +305,7 @@ def build_sized_parts(lib, parts: list, budget: int, min_prob: float, estimator:
             with contiguous rows; counts: (M,) int64 or float64 contiguous arrays).
         budget, min_prob, estimator, cost: as :func:`build_sized_native`; ``cost`` must have ``upto``.
         max_depth: rows are cut to this many tokens (the tree's depth bound).
-        stop: (V,) uint8, nonzero for stop tokens: rows are also cut after their first one (:func:`set_stop`).
+        stop: (V,) uint8, nonzero for stop tokens: rows are also cut at their first one (:func:`set_stop`).
     Returns:
         The tree, or None where the caller must take :func:`engine.tree_builder._build_sized` (other dtypes or
         layouts, counts whose sum Python must take, NaN estimates, more sources than the scratch holds).
