@@ -5,8 +5,7 @@ block) in its decoded text. The decoder (:mod:`engine.decoder`) checks the outpu
 token that shares a byte with a stop string (:func:`stop_touching`), prunes a draft tree's nodes whose token
 already spells one, and the nodes below them (:func:`stop_tokens`, :func:`engine.verify.prune_after_stop`: the bonus
 token gives a stop token in the same step; the fastcoder drafter cuts its sources' continuations there before it
-sizes the tree, :func:`stop_table`) and cuts the result's text at the
-first stop (:func:`stop_cut`). Token sets are kept per model by :class:`engine.healing.TokenBytes`.
+sizes the tree, :func:`stop_table`) and cuts the result's text at the first stop (:func:`stop_cut`). Token sets are kept per model by :class:`engine.healing.TokenBytes`.
 """
 
 from __future__ import annotations

@@ -375,5 +375,4 @@ def prune_after_stop(tree, stop_tokens):
     tokens = tree.tokens.tolist()
     if stop_tokens.isdisjoint(tokens):
         return tree
-    keep = np.asarray([t not in stop_tokens for t in tokens], dtype=bool)
-    return tree.keep(keep)  # keep() drops their descendants too
+    return tree.keep([t not in stop_tokens for t in tokens])  # keep() drops their descendants too
