@@ -175,3 +175,32 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def engine_cli(monkeypatch):
+    """Run ``python -m engine ARGS`` in this process: ``engine_cli([...]) -> (exit status, stdout, stderr)``.
+
+    The same entry point as the command (:func:`engine.cli.main`), without a new interpreter's ~6 s of torch and
+    transformers imports; the commands' ``--threads`` is undone afterwards."""
+    import contextlib
+    import io
+
+    from engine.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = torch.get_num_threads()
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    status = main([str(a) for a in argv])
+                except SystemExit as exc:  # argparse's own errors
+                    status = exc.code if isinstance(exc.code, int) else 2
+        finally:
+            torch.set_num_threads(before)
+        return status, out.getvalue(), err.getvalue()
+
+    return run

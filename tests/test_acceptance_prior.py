@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +13,6 @@ from engine.acceptance import (ALTERNATIVE_STRIDE, NUM_BUCKETS, PRIOR_STRENGTH, 
                                pooled_keys)
 from engine.acceptance_prior import (NUM_FEATURES, PACKAGED_DIR, PRIOR_ENV, AcceptancePrior, bucket_features,
                                      find_prior, fit_prior, model_identity, prior_file_name)
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _random_keys(rng, n):
@@ -123,30 +119,25 @@ def test_the_shipped_prior_is_the_dev_models(tiny_coder, monkeypatch):
 
 
 @pytest.mark.skipif(not TINY_CODER.exists(), reason="dev model not found")
-def test_fit_command_writes_a_prior_the_model_then_uses(tmp_path, handlers_repo):
+def test_fit_command_writes_a_prior_the_model_then_uses(tmp_path, handlers_repo, engine_cli):
     repo = handlers_repo
     out = tmp_path / "prior.json"
-    proc = subprocess.run([sys.executable, "-m", "engine", "fit-acceptance-prior", "--model", str(TINY_CODER),
-                           "--repo", str(repo), "--kinds", "function", "--tasks", "3", "--max-new-tokens", "24",
-                           "--common", "none", "--threads", "1", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    status, stdout, stderr = engine_cli(["fit-acceptance-prior", "--model", TINY_CODER, "--repo", repo, "--kinds",
+                                         "function", "--tasks", "3", "--max-new-tokens", "24", "--common", "none",
+                                         "--threads", "1", "--out", out])
+    assert status == 0, stderr[-2000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["path"] == str(out) and report["nodes"] > 0
     prior = AcceptancePrior.load(out)
     assert prior.info["fitted_on"] == [{"repo": "repo", "kind": "function", "nodes": report["nodes"]}]
     assert 0.0 < prior.rates().mean() < 1.0
-    nodes = subprocess.run([sys.executable, "-m", "engine", "fit-acceptance-prior", "--node-model", "--hidden", "4",
-                            "--model", str(TINY_CODER), "--repo", str(repo), "--kinds", "function", "--tasks", "3",
-                            "--max-new-tokens", "24", "--common", "none", "--threads", "1", "--out", str(out)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300,
-                           env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
-    assert nodes.returncode == 0, nodes.stderr[-2000:]
+    status, _, stderr = engine_cli(["fit-acceptance-prior", "--node-model", "--hidden", "4", "--model", TINY_CODER,
+                                    "--repo", repo, "--kinds", "function", "--tasks", "3", "--max-new-tokens", "24",
+                                    "--common", "none", "--threads", "1", "--out", out])
+    assert status == 0, stderr[-2000:]
     with_nodes = AcceptancePrior.load(out)  # the model's prior (the shipped one) with a node model fitted here
     assert with_nodes.node_model is not None and with_nodes.node_model.hidden == 4
     assert with_nodes.info["node_model_info"]["fitted_on"][0]["repo"] == "repo"
     assert with_nodes.info["node_model_info"]["nodes"] > 0
-    bad = subprocess.run([sys.executable, "-m", "engine", "fit-acceptance-prior", "--repo", str(tmp_path / "nope")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "not a folder" in bad.stderr
+    status, _, stderr = engine_cli(["fit-acceptance-prior", "--repo", tmp_path / "nope"])
+    assert status == 2 and "not a folder" in stderr

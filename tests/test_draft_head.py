@@ -284,23 +284,18 @@ def test_the_decoder_feeds_the_head_the_pending_tokens_row_and_stays_lossless(ti
     assert off.depth_one is None
 
 
-def test_fit_command_writes_a_head_the_decoder_then_uses(tmp_path, handlers_repo, tiny, monkeypatch):
+def test_fit_command_writes_a_head_the_decoder_then_uses(tmp_path, handlers_repo, tiny, monkeypatch, engine_cli):
     """``fastcoder fit-draft-head`` (tiny settings) trains, calibrates and writes a head of the model's identity that
     find_draft_head then serves; a missing repository is a clear error."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    repo = handlers_repo
     out = tmp_path / "head.npz"
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "engine", "fit-draft-head", "--model", str(MODEL), "--repo", str(repo),
-                           "--kinds", "function", "--tasks", "6", "--max-new-tokens", "24", "--train-files", "2",
-                           "--epochs", "1", "--rank", "16", "--common", "none", "--threads", "1", "--out", str(out)],
-                          cwd=root, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    status, stdout, stderr = engine_cli(["fit-draft-head", "--model", MODEL, "--repo", handlers_repo, "--kinds",
+                                         "function", "--tasks", "6", "--max-new-tokens", "24", "--train-files", "2",
+                                         "--epochs", "1", "--rank", "16", "--common", "none", "--threads", "1",
+                                         "--out", out])
+    assert status == 0, stderr[-2000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
     head = dh.DraftHead.load(out)
     assert report["path"] == str(out) and head.rank == 16 and head.info["calibrated_on"][0]["nodes"] > 0
     from engine.acceptance_prior import model_identity
@@ -308,6 +303,5 @@ def test_fit_command_writes_a_head_the_decoder_then_uses(tmp_path, handlers_repo
     assert head.model == model_identity(tiny.model)
     monkeypatch.delenv(dh.HEAD_ENV, raising=False)
     assert dh.find_draft_head(tiny.model, folders=[tmp_path]).rank == 16
-    bad = subprocess.run([sys.executable, "-m", "engine", "fit-draft-head", "--repo", str(tmp_path / "nope")],
-                         cwd=root, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "not a folder" in bad.stderr
+    status, _, stderr = engine_cli(["fit-draft-head", "--repo", tmp_path / "nope"])
+    assert status == 2 and "not a folder" in stderr

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +11,6 @@ import pytest
 from engine import output_store as ost
 from engine.draft_tree import SOURCE_HISTORY
 from engine.history import CompletionHistory
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _store(pairs, model=None, info=None):
@@ -105,48 +100,40 @@ def test_the_packaged_store_serves_tiny_py_coder_and_decoding_stays_lossless(tin
     assert got.stats["hits"]["history"] > 0 and plain.stats["hits"]["history"] == 0
 
 
-def test_build_command_writes_a_store_the_decoder_then_uses(tmp_path, handlers_repo, tiny_coder):
+def test_build_command_writes_a_store_the_decoder_then_uses(tmp_path, handlers_repo, tiny_coder, engine_cli):
     """``fastcoder build-output-store`` (tiny settings) writes the model's greedy outputs with its identity and where
     they came from; every stored output is what ``ar`` writes for that task."""
     from engine.acceptance_prior import model_identity
 
     out = tmp_path / "store.npz"
-    proc = subprocess.run([sys.executable, "-m", "engine", "build-output-store", "--model", str(tiny_coder.name),
-                           "--repo", str(handlers_repo), "--kinds", "function,fim-line", "--tasks", "3",
-                           "--max-new-tokens", "16", "--common", "none", "--threads", "1", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    status, stdout, stderr = engine_cli(["build-output-store", "--model", tiny_coder.name, "--repo", handlers_repo,
+                                         "--kinds", "function,fim-line", "--tasks", "3", "--max-new-tokens", "16",
+                                         "--common", "none", "--threads", "1", "--out", out])
+    assert status == 0, stderr[-2000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
     store = ost.OutputStore.load(out)
     assert report["path"] == str(out) and store.model == model_identity(tiny_coder.model)
     assert [s["repo"] for s in store.info["built_on"]] == ["repo", "repo"]
     assert 0 < store.num_sequences <= 6 and 0 < store.output_tokens <= 6 * 16
     assert all(0 < len(t) <= 32 for t, _ in store.sequences())
-    missing = subprocess.run([sys.executable, "-m", "engine", "build-output-store", "--model", str(tiny_coder.name),
-                              "--repo", str(tmp_path / "nope"), "--out", str(tmp_path / "x.npz")],
-                             cwd=ROOT, capture_output=True, text=True, timeout=600,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert missing.returncode == 2 and "not a folder" in missing.stderr
+    status, _, stderr = engine_cli(["build-output-store", "--model", tiny_coder.name, "--repo", tmp_path / "nope",
+                                    "--out", tmp_path / "x.npz"])
+    assert status == 2 and "not a folder" in stderr
     # --add: a store grows by more packages; the earlier sequences come first, unchanged
     grown_path = tmp_path / "grown.npz"
-    grown_run = subprocess.run([sys.executable, "-m", "engine", "build-output-store", "--model", str(tiny_coder.name),
-                                "--repo", str(handlers_repo), "--kinds", "fim-block", "--tasks", "2",
-                                "--max-new-tokens", "8", "--common", "none", "--threads", "1", "--add", str(out),
-                                "--out", str(grown_path)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert grown_run.returncode == 0, grown_run.stderr[-2000:]
+    status, _, stderr = engine_cli(["build-output-store", "--model", tiny_coder.name, "--repo", handlers_repo,
+                                    "--kinds", "fim-block", "--tasks", "2", "--max-new-tokens", "8", "--common", "none",
+                                    "--threads", "1", "--add", out, "--out", grown_path])
+    assert status == 0, stderr[-2000:]
     grown = ost.OutputStore.load(grown_path)
     assert [s["kind"] for s in grown.info["built_on"]] == ["function", "fim-line", "fim-block"]
     old_seqs = [(t.tolist(), o.tolist()) for t, o in store.sequences()]
     assert [(t.tolist(), o.tolist()) for t, o in grown.sequences()][:len(old_seqs)] == old_seqs
     assert grown.num_sequences > store.num_sequences
     other = _store([([1], [2])]).save(tmp_path / "other.npz")  # another model's store is refused
-    refused = subprocess.run([sys.executable, "-m", "engine", "build-output-store", "--model", str(tiny_coder.name),
-                              "--repo", str(handlers_repo), "--add", str(other), "--out", str(tmp_path / "y.npz")],
-                             cwd=ROOT, capture_output=True, text=True, timeout=600,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert refused.returncode == 2 and "written by another model" in refused.stderr and not (tmp_path / "y.npz").exists()
+    status, _, stderr = engine_cli(["build-output-store", "--model", tiny_coder.name, "--repo", handlers_repo,
+                                    "--add", other, "--out", tmp_path / "y.npz"])
+    assert status == 2 and "written by another model" in stderr and not (tmp_path / "y.npz").exists()
 
 
 def test_stores_merge_in_order_and_only_for_one_model():

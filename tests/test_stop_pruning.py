@@ -198,6 +198,7 @@ def test_token_ids_end_where_ar_stops_even_when_a_step_commits_past_the_stop(tin
     ar, fast = SpeculativeDecoder(tiny_coder, "ar"), SpeculativeDecoder(tiny_coder, "fastcoder")
     stopped = 0
     for _, ids in real_code_prompts[:6]:
+        ids = ids[-300:]  # the last 300 of 700 tokens: 72 cold prefills, each ~2.5x cheaper, still code to draft from
         docs = (ar.new_cache(), fast.new_cache())
         for max_new in (3, 7, 40):
             for stop in (["\n"], ["):"]):

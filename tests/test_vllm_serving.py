@@ -1,8 +1,8 @@
 """A real vLLM server on 127.0.0.1 with tiny-py-coder: fastcoder's proposer is lossless and accepted.
 
-Needs vLLM's own venv (``scripts/setup_vllm.sh``); skips with one line otherwise. Two servers run one
-after the other (no speculation, then fastcoder's proposer with D_r of a real third-party package);
-each is stopped by PID and the test checks that none of its processes is left. ~3-4 minutes on 2 cores.
+Needs vLLM's own venv (``scripts/setup_vllm.sh``); skips with one line otherwise. Two servers start
+together (no speculation, and fastcoder's proposer with D_r of a real third-party package); each is stopped by PID
+and the test checks that none of its processes is left. ~2-3 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -54,20 +54,31 @@ def _complete(url: str, prompt_ids: list[int], xargs: dict | None, max_tokens: i
         return json.load(r)["choices"][0]["token_ids"]
 
 
-def _serve(tmp_path: Path, name: str, speculation: str, config=None):
+def _start(tmp_path: Path, name: str, speculation: str, config=None):
+    """Start one ``vllm serve`` (not waiting for it)."""
     from engine.serving.serve_vllm import start_server
 
     state = tmp_path / name
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(state / "inductor"), OMP_NUM_THREADS="1")
     # --enforce-eager: no torch.compile warm-up (start-up ~20 s instead of 60-130 s on 2 busy cores)
-    server = start_server(str(TINY_CODER), _free_port(), speculation=speculation, config=config, k=6,
-                          state_dir=state, env=env, extra_args=["--enforce-eager"])
+    return start_server(str(TINY_CODER), _free_port(), speculation=speculation, config=config, k=6,
+                        state_dir=state, env=env, extra_args=["--enforce-eager"])
+
+
+def _serve_both(tmp_path: Path, config):
+    """The plain server and fastcoder's, started together: each start-up is ~60 s of imports in three processes,
+    mostly on one core, so on 2 cores the two overlap. Both are stopped if either fails to come up."""
+    servers = []
     try:
-        server.wait_ready(timeout=1500)
+        servers.append(_start(tmp_path, "none", "none"))
+        servers.append(_start(tmp_path, "fastcoder", "fastcoder", config))
+        for server in servers:
+            server.wait_ready(timeout=1500)
     except BaseException:
-        server.stop()
+        for server in servers:
+            server.stop()
         raise
-    return server
+    return servers
 
 
 def _gone(server) -> bool:
@@ -88,13 +99,6 @@ def test_fastcoder_proposer_in_vllm_is_lossless_and_accepted(vllm_venv, tiny_tok
             cut = text.find("\n", int(len(text) * frac)) + 1
             prompts.append(tiny_tokenizer(text[:cut], add_special_tokens=False)["input_ids"][-1000:])
 
-    plain = _serve(tmp_path, "none", "none")
-    try:
-        reference = [_complete(plain.url, p, None) for p in prompts]
-    finally:
-        plain.stop()
-    assert _gone(plain)
-
     # a D_r built elsewhere (`fastcoder index build --repo DIR --repo-id ID --out PATH`), served under two ids:
     # one for direct requests, one that the language server's openai backend sends as its repoId
     from engine.common_datastore import tokenizer_fingerprint
@@ -105,8 +109,13 @@ def test_fastcoder_proposer_in_vllm_is_lossless_and_accepted(vllm_venv, tiny_tok
     (shared / "repo.json").write_text(json.dumps({"repo_id": "shared-pluggy"}))
     config = prepare_config(tiny_tokenizer, [f"pluggy={pluggy}"], common="none", progress=False,
                             repo_datastores=[str(shared), f"lsp-pluggy={shared}"])
-    server = _serve(tmp_path, "fastcoder", "fastcoder", config)
+    plain, server = _serve_both(tmp_path, config)
     try:
+        try:
+            reference = [_complete(plain.url, p, None) for p in prompts]
+        finally:
+            plain.stop()
+        assert _gone(plain)
         with_repo = [_complete(server.url, p, {"fastcoder_repo": "pluggy", "fastcoder_doc": str(i)})
                      for i, p in enumerate(prompts)]
         by_folder = _complete(server.url, prompts[0], {"fastcoder_repo": str(pluggy)})
