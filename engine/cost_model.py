@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .cache_paths import cache_root
+from .probe_cache import device_name
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,8 @@ def _kernel_name(packing) -> str:
 
 
 def cost_key(loaded) -> dict:
-    """What a c(n) curve depends on: the model (name and parameter count), device, dtype, threads, and
+    """What a c(n) curve depends on: the model (name and parameter count), device and the processor behind it
+    (:func:`engine.probe_cache.device_name`: a curve cached on another machine is measured again), dtype, threads, and
     the linear layers with packed weights and their kernel (:mod:`engine.packed_linear`), whether the
     native attention serves (:mod:`engine.native_attention`), whether the lean forward does
     (:mod:`engine.lean_forward`), whether it runs the native fused layer and whether greedy forwards take one
@@ -192,6 +194,7 @@ def cost_key(loaded) -> dict:
     if name and os.path.exists(name):  # one local model, one curve, however its path was spelled
         name = os.path.realpath(name)
     return {"model": name, "params": int(params), "device": str(loaded.device),
+            "processor": device_name(loaded.device),
             "dtype": str(loaded.dtype).removeprefix("torch."), "threads": int(torch.get_num_threads()),
             "packed_layers": len(packing.layers) if (packing := getattr(loaded, "packing", None)) else 0,
             "kernel": _kernel_name(packing),

@@ -57,6 +57,20 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def device_name(device) -> str:
+    """The model of the processor ``device`` (a ``torch.device`` or its string) runs on: the GPU's name for a CUDA
+    device (``torch.cuda.get_device_name``), else the CPU's (``/proc/cpuinfo``'s model name, or
+    ``platform.processor()``) and its logical CPU count, e.g. ``"AMD EPYC x2"``. A cache folder shared between
+    machines (a home directory on NFS) then keeps one timing per machine."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        try:
+            return torch.cuda.get_device_name(device)
+        except (RuntimeError, AssertionError):  # no driver, or a CPU-only build
+            return "cuda"
+    return f"{_cpu_name()} x{os.cpu_count() or 0}"
+
+
 def machine_key() -> dict:
     """What any timing probe on this machine depends on: the CPU's name and count, torch's thread count, and the
     native forward kernels' version (:func:`engine.native.forward_version`: their C sources and flags) and

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -152,6 +154,30 @@ def test_measured_curve_is_cached_per_model_device_dtype_threads(tmp_path, monke
     assert again.key["device"] == "cpu" and again.key["threads"] >= 1
     (next(tmp_path.iterdir())).write_text("{broken")
     assert load_or_measure_verify_cost(loaded, tmp_path).sizes and len(calls) == 4  # a broken cache is measured again
+
+
+def test_a_curve_cached_on_another_processor_is_measured_again(tmp_path, monkeypatch):
+    """One cache folder on two machines (a home directory on NFS): each keeps its own curve."""
+    import engine.cost_model as cm
+
+    loaded = loaded_random("llama")
+    calls = []
+
+    def fake_measure(loaded_model, context=512, **kwargs):
+        calls.append(context)
+        return VerifyCost([1, 4, 8], [1.2, 1.5, 1.9 + len(calls)], 5.0, context, cm.cost_key(loaded_model))
+
+    monkeypatch.setattr(cm, "measure_verify_cost", fake_measure)
+    monkeypatch.setattr(cm, "SHORT_CONTEXT", 64)
+    monkeypatch.setattr(cm, "LONG_CONTEXT", 256)
+    assert cm.cost_key(loaded)["processor"].endswith(f"x{os.cpu_count()}")  # this machine's CPU and its count
+    monkeypatch.setattr(cm, "device_name", lambda device: "CPU A x2")
+    first = load_or_measure_verify_cost(loaded, tmp_path)
+    monkeypatch.setattr(cm, "device_name", lambda device: "CPU B x16")
+    other = load_or_measure_verify_cost(loaded, tmp_path)
+    assert len(calls) == 4 and other.key["processor"] == "CPU B x16" and other.ratios != first.ratios
+    monkeypatch.setattr(cm, "device_name", lambda device: "CPU A x2")
+    assert load_or_measure_verify_cost(loaded, tmp_path).ratios == first.ratios and len(calls) == 4  # still cached
 
 
 def test_a_curve_spoiled_by_load_is_measured_again_and_never_cached(tmp_path, monkeypatch):
