@@ -30,8 +30,8 @@ arctic-inference), or variants defined on the command line (:func:`parse_variant
 ``--variant fastcoder-deep=fastcoder:copy_max_depth=48 --methods fastcoder,fastcoder-deep``. Prints one JSON line per method: steps (forward passes), accepted length, mean draft
 tree size, drafting ms per step, predicted speedup with and without the drafting time, and the
 expected vs accepted draft tokens per step when the drafter gives node estimates (calibration), and per
-node role (a parent's first choice, or an alternative to it) the tried nodes' accepted and estimated
-rates of P(accepted | parent accepted).
+node role (a parent's first choice, or an alternative to it; each also by depth, ``first_choice_depth_03``, 10 for
+10 or deeper) the tried nodes' accepted and estimated rates of P(accepted | parent accepted).
 
 As in the decoder, a line completion (``fim-line``: a stop at the newline) gets the line drafter and no draft head,
 and other completions feed the draft head (:mod:`engine.draft_head`) each step: the final hidden state of the row that
@@ -135,10 +135,12 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
                     reached = {-1, *path}
                     for i, (key, up) in enumerate(zip(keys.tolist(), parents.tolist())):
                         if up in reached:
-                            role = roles["alternative" if key >= ALTERNATIVE_STRIDE else "first_choice"]
-                            role[0] += 1
-                            role[1] += i in path
-                            role[2] += float(tree.probs[i])
+                            name = "alternative" if key >= ALTERNATIVE_STRIDE else "first_choice"
+                            depth = min(int(tree.depths[i]), 10)  # and by depth (10: 10 or deeper)
+                            for role in (roles[name], roles.setdefault(f"{name}_depth_{depth:02d}", [0, 0, 0.0])):
+                                role[0] += 1
+                                role[1] += i in path
+                                role[2] += float(tree.probs[i])
                 update(keys, parents, path)
 
             dec.estimator.update = recording_update
@@ -174,7 +176,7 @@ def replay_method(loaded, method: str, tasks, refs: dict, repos: dict, common, c
             "expected_draft_tokens_per_step": round(statistics.fmean(known), 3) if known else None,
             "accepted_draft_tokens_per_step": round(statistics.fmean(accepted_draft), 3) if accepted_draft else 0.0,
             "calibration": {name: {"tried": n, "accepted_rate": round(a / n, 3), "estimated_rate": round(e / n, 3)}
-                            for name, (n, a, e) in roles.items() if n}}
+                            for name, (n, a, e) in sorted(roles.items()) if n}}
 
 
 def parse_variant(spec: str) -> tuple[str, tuple[str, dict]]:
