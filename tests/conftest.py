@@ -182,17 +182,22 @@ def engine_cli(monkeypatch):
     """Run ``python -m engine ARGS`` in this process: ``engine_cli([...]) -> (exit status, stdout, stderr)``.
 
     The same entry point as the command (:func:`engine.cli.main`), without a new interpreter's ~6 s of torch and
-    transformers imports; the commands' ``--threads`` is undone afterwards."""
+    transformers imports. What a command leaves in this process is undone after each call, as its own process's exit
+    would: its ``--threads``, and the bench runner's per-model tables (estimators, histories, suffix caches keyed by
+    ``id(loaded)``: a freed model's id can be a later test's model's)."""
     import contextlib
     import io
 
+    from engine.bench import runner
     from engine.cli import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     before = torch.get_num_threads()
+    tables = (runner._ESTIMATORS, runner._HISTORIES, runner._SUFFIX_CACHES)
 
     def run(argv: list[str]) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
+        held = [set(table) for table in tables]
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
@@ -201,6 +206,9 @@ def engine_cli(monkeypatch):
                     status = exc.code if isinstance(exc.code, int) else 2
         finally:
             torch.set_num_threads(before)
+            for table, keys in zip(tables, held):
+                for key in set(table) - keys:
+                    del table[key]
         return status, out.getvalue(), err.getvalue()
 
     return run
