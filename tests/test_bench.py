@@ -305,6 +305,43 @@ def test_fim_line_tasks_cursor_inside_a_line(tmp_path, tiny_tokenizer):
         assert span.body_start <= task.cursor < task.body_end <= span.body_end
 
 
+def test_token_healing_backs_the_prefix_up_and_every_method_writes_what_it_removed(tmp_path, tiny_coder,
+                                                                                     one_thread, engine_cli):
+    """``--token-healing``: a task's prompt loses the prefix's last tokens that a longer token starts with (the cursor
+    after a space or a bracket), the rest of the prompt unchanged; every method's output, ``ar``'s included, is the
+    model's output under the constraint to begin with those bytes, and the methods stay lossless."""
+    repo = _real_repo(tmp_path)
+    table = tiny_coder.token_bytes
+    tasks = bench.extract_tasks(repo, tiny_coder.tokenizer, 6, seed=2, max_prompt_tokens=300, kind="fim-line")
+    healed = [bench.heal_task(task, table) for task in tasks]
+    assert any(h.healed for h in healed), [t.task_id for t in tasks]
+    for task, h in zip(tasks, healed):
+        cut = task.prefix_tokens - h.prefix_tokens
+        end = len(task.prompt_ids) - task.suffix_tokens - 2  # the prefix ends before <suffix-token> suffix <middle>
+        assert h.prompt_ids == task.prompt_ids[:end - cut] + task.prompt_ids[end:]
+        assert b"".join(table.pieces[t] for t in task.prompt_ids[end - cut:end]) == h.healed
+        assert (cut > 0) == bool(h.healed) and h.describe()["healed"] == h.healed.decode("utf-8", "backslashreplace")
+    plain = bench.extract_tasks(repo, tiny_coder.tokenizer, 2, seed=0)  # prefix-only prompts heal at their end
+    assert all(bench.heal_task(t, table).prompt_ids == t.prompt_ids[:len(bench.heal_task(t, table).prompt_ids)]
+               for t in plain)
+    runs = [h for h in healed if h.healed][:2]
+    cfg = _smoke_cfg(methods=("ar", "suffix", "fastcoder"), headroom=False, max_new_tokens=12, warmup_tokens=0)
+    if importlib.util.find_spec("arctic_inference") is None:
+        cfg = _smoke_cfg(methods=("ar", "copyspec", "fastcoder"), headroom=False, max_new_tokens=12, warmup_tokens=0)
+    out = bench.benchmark(tiny_coder, repo, runs, None, cfg)
+    for name, m in out["methods"].items():
+        assert m["lossless"] is True, name
+    from engine import SpeculativeDecoder
+
+    for task, record in zip(runs, out["methods"]["ar"]["per_task"]):  # the bench's ar ran under the constraint
+        want = SpeculativeDecoder(tiny_coder, "ar").generate(task.prompt_ids, 12, stop=["\n"], constraint=task.healed)
+        assert want.text.encode().startswith(task.healed) and record["new_tokens"] == len(want.token_ids)
+    assert [t["healed"] for t in out["tasks"]] == [h.healed.decode() for h in runs]
+    status, _, err = engine_cli(["bench", "--model", tiny_coder.name, "--repo", repo, "--task-kind", "fim-line",
+                                 "--token-healing", "--methods", "ar,hf-prompt-lookup", "--tasks", "1"])
+    assert status == 2 and "takes no constraint" in err  # transformers' generate cannot be constrained
+
+
 def test_fim_block_tasks_cursor_at_body_start(tmp_path, tiny_tokenizer):
     repo = _real_repo(tmp_path)
     tasks = bench.extract_tasks(repo, tiny_tokenizer, 3, seed=1, kind="fim-block")

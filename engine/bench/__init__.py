@@ -42,6 +42,7 @@ from .tasks import (  # noqa: F401
     TASK_KINDS,
     TASK_STOPS,
     build_fim_ids,
+    heal_task,
     pick_line_cursor,
     DEFAULT_MAX_PROMPT_TOKENS,
     _SKIP_DIRS,
@@ -125,4 +126,4 @@ from .cli import (  # noqa: F401
     main,
 )
 
-__all__ = ['FIM_LINE_CURSOR_AFTER', 'FIM_SUFFIX_FRACTION', 'TASK_KINDS', 'TASK_STOPS', 'build_fim_ids', 'pick_line_cursor', 'cut_at_stop', 'DEFAULT_MAX_PROMPT_TOKENS', 'BenchError', 'FunctionSpan', 'Task', 'find_functions', 'iter_python_files', 'extract_tasks', 'METHOD_SPECS', 'SDSAT_BENCH_METHODS', 'DEFAULT_METHODS', 'REFERENCE_METHOD', 'DEFAULT_COST_SIZES', 'HIT_SOURCES', 'reset_peak_rss', 'peak_rss_mb', 'BenchConfig', 'parse_methods', 'DRAFTING_METHODS', 'make_decoder', 'run_one', 'task_record', 'warm_up', 'failed_run', 'rotate', 'run_order', 'build_repo_datastore', 'memoized', 'run_tasks', 'histogram', 'summarize_method', 'summarize', 'measure_verify_cost', 'interpolate_cost', 'greedy_pieces', 'prompt_lookup_match', 'make_ceiling_drafters', 'retrieval_ceiling', 'predicted_speedups', 'headroom', 'SCHEMA', 'environment', 'engine_revision', 'benchmark', 'render_markdown', 'add_arguments', 'run', 'write_outputs', 'main']
+__all__ = ['FIM_LINE_CURSOR_AFTER', 'FIM_SUFFIX_FRACTION', 'TASK_KINDS', 'TASK_STOPS', 'build_fim_ids', 'heal_task', 'pick_line_cursor', 'cut_at_stop', 'DEFAULT_MAX_PROMPT_TOKENS', 'BenchError', 'FunctionSpan', 'Task', 'find_functions', 'iter_python_files', 'extract_tasks', 'METHOD_SPECS', 'SDSAT_BENCH_METHODS', 'DEFAULT_METHODS', 'REFERENCE_METHOD', 'DEFAULT_COST_SIZES', 'HIT_SOURCES', 'reset_peak_rss', 'peak_rss_mb', 'BenchConfig', 'parse_methods', 'DRAFTING_METHODS', 'make_decoder', 'run_one', 'task_record', 'warm_up', 'failed_run', 'rotate', 'run_order', 'build_repo_datastore', 'memoized', 'run_tasks', 'histogram', 'summarize_method', 'summarize', 'measure_verify_cost', 'interpolate_cost', 'greedy_pieces', 'prompt_lookup_match', 'make_ceiling_drafters', 'retrieval_ceiling', 'predicted_speedups', 'headroom', 'SCHEMA', 'environment', 'engine_revision', 'benchmark', 'render_markdown', 'add_arguments', 'run', 'write_outputs', 'main']

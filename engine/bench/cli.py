@@ -12,7 +12,7 @@ from .report import benchmark, render_markdown
 from .runner import (DEFAULT_METHODS, METHOD_SPECS, SDSAT_BENCH_METHODS, SUFFIX_BENCH_METHODS, BenchConfig,
                      build_repo_datastore, parse_methods)
 from .headroom import DEFAULT_COST_SIZES
-from .tasks import DEFAULT_MAX_PROMPT_TOKENS, TASK_KINDS, BenchError, extract_tasks
+from .tasks import DEFAULT_MAX_PROMPT_TOKENS, TASK_KINDS, BenchError, extract_tasks, heal_task
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "fim-line: cursor inside a body line, FIM prompt, stop at the end of the line; "
                              "fim-block: cursor at a body start, FIM prompt with the text after the body, "
                              "stop at the first blank line (the language server's stops)")
+    parser.add_argument("--token-healing", action="store_true",
+                        help="back each prompt's text before the cursor up to a token boundary and make every method's "
+                             "output start with the removed bytes, as the language server does by default (a cursor "
+                             "after a space or inside a word); not with hf-prompt-lookup")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="greedy tokens per task")
     parser.add_argument("--max-prompt-tokens", type=int, default=None,
                         help=f"prompt budget in tokens (default {DEFAULT_MAX_PROMPT_TOKENS}, the dev "
@@ -93,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         budget = args.max_prompt_tokens or _default_prompt_budget(loaded, args.max_new_tokens)
         tasks = extract_tasks(args.repo, loaded.tokenizer, args.tasks, args.seed, budget,
                               args.min_body_lines, kind=args.task_kind)
+        if args.token_healing:
+            if "hf-prompt-lookup" in methods:
+                raise BenchError("--token-healing: hf-prompt-lookup (transformers' generate) takes no constraint")
+            tasks = [heal_task(task, loaded.token_bytes) for task in tasks]
         common_ds = _load_common(loaded, args.common)
         needs_sdsat = [m for m in methods if m in SDSAT_BENCH_METHODS]
         if needs_sdsat and loaded.sdsat is None:
@@ -114,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                         "max_prompt_tokens": budget, "seed": args.seed, "draft_budget": args.draft_budget,
                         "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
-                        "threads": args.threads, "repeats": args.repeats, "argv": list(sys.argv)}
+                        "threads": args.threads, "repeats": args.repeats, "token_healing": args.token_healing,
+                        "argv": list(sys.argv)}
     from ..cost_model import load_or_measure_verify_cost  # noqa: PLC0415
 
     result["verify_cost"] = load_or_measure_verify_cost(loaded).as_dict()

@@ -210,7 +210,8 @@ def make_decoder(loaded, method: str, repo_datastore, common_datastore, extra: d
 
 
 def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int,
-            sampling: dict | None = None, seed: int | None = None, stop: Sequence[str] = ()) -> dict:
+            sampling: dict | None = None, seed: int | None = None, stop: Sequence[str] = (),
+            constraint: bytes = b"") -> dict:
     """Generate once (greedy, or sampled with ``sampling`` = temperature/top_p/top_k and ``seed``)
     and return the raw per-task record (token ids kept for comparison).
 
@@ -219,6 +220,10 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     generates: the record's ``token_ids`` (compared with ``ar``, counted as new tokens) end at the
     first token whose text completes a stop string (:func:`cut_at_stop`); ``generated_tokens`` keeps
     the count the decoder returned.
+
+    ``constraint``: a healed task's bytes (:attr:`Task.healed`), which the output must start with (``generate``'s
+    token-healing constraint; a stop string counts only after them, and the decoder's ``token_ids`` already end where
+    ``ar``'s do, so they are not cut again here).
 
     Each FastCoder run gets a fresh cache (``decoder.new_cache()``), i.e. a cold document. The peak
     RSS is reset first where Linux allows, so ``peak_rss_mb`` is this run's peak (still process-wide:
@@ -230,12 +235,13 @@ def run_one(decoder, method: str, prompt_ids: Sequence[int], max_new_tokens: int
     with kernels:
         start = time.perf_counter()
         res = decoder.generate(list(prompt_ids), max_new_tokens=max_new_tokens, cache=cache, seed=seed,
-                               stop=list(stop) or None, **(sampling or {"temperature": 0.0}))
+                               stop=list(stop) or None, constraint=constraint or None,
+                               **(sampling or {"temperature": 0.0}))
         wall_ms = (time.perf_counter() - start) * 1000.0
     stats = dict(res.stats or {})
     token_ids = [int(t) for t in res.token_ids]
     stats["generated_tokens"] = len(token_ids)
-    if stop:
+    if stop and not constraint:
         token_ids = cut_at_stop(decoder.loaded.tokenizer, token_ids, stop)
         stats["new_tokens"] = len(token_ids)
     if method == REFERENCE_METHOD and not stats.get("draft_sizes"):  # ar verifies no draft tokens
@@ -415,7 +421,8 @@ def run_tasks(loaded, tasks: Sequence[Task], root: Path, common_ds, cfg: BenchCo
                 try:  # one failing method must not lose the whole run
                     decoder = make_decoder(loaded, method, repo_ds, common_ds, cfg.drafter_options)
                     raw[method] = run_one(decoder, method, task.prompt_ids, cfg.max_new_tokens, cfg.sampling,
-                                          cfg.sampling_seed * 100_003 + i if cfg.sampled else None, task.stop)
+                                          cfg.sampling_seed * 100_003 + i if cfg.sampled else None, task.stop,
+                                          task.healed)
                 except Exception as err:
                     log.error("%s failed on %s: %s", method, task.task_id, err)
                     raw[method] = failed_run(err)

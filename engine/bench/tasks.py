@@ -23,7 +23,7 @@ import ast
 import os
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 #: Task kinds: ``function`` (the original harness), ``fim-line`` and ``fim-block`` (the editor's workload).
@@ -84,6 +84,8 @@ class Task:
         template: the FIM template's name, ``"prefix-only"`` (no FIM tokens) or ``None`` (``function``).
         prefix_tokens, suffix_tokens: prompt tokens from before / after the cursor (special tokens not
             counted).
+        healed: the bytes token healing took off the prefix's end (:func:`heal_task`), which every method's output
+            must start with (``generate``'s ``constraint``); b"" when not healed.
     """
 
     task_id: str
@@ -101,6 +103,7 @@ class Task:
     template: str | None = None
     prefix_tokens: int = 0
     suffix_tokens: int = 0
+    healed: bytes = b""
 
     @property
     def cursor(self) -> int:
@@ -113,7 +116,28 @@ class Task:
                 "cursor": [self.cursor_line, self.cursor_col], "stop": list(self.stop),
                 "template": self.template, "prefix_tokens": self.prefix_tokens,
                 "suffix_tokens": self.suffix_tokens,
-                "prompt_tokens": len(self.prompt_ids), "truncated_prompt": self.truncated}
+                "prompt_tokens": len(self.prompt_ids), "truncated_prompt": self.truncated,
+                "healed": self.healed.decode("utf-8", "backslashreplace")}
+
+
+def heal_task(task: Task, table) -> Task:
+    """``task`` with its prompt's prefix backed up to a token boundary, as the language server builds a prompt with
+    token healing on (:func:`engine.healing.heal_tail` over the text before the cursor: a cursor after a space or inside
+    a word leaves a token the model would rarely have chosen there). ``table``: the model's
+    :class:`engine.healing.TokenBytes`. The removed bytes go to :attr:`Task.healed`; the task is returned unchanged
+    when nothing is removed."""
+    from engine.healing import heal_tail  # noqa: PLC0415
+
+    ids = list(task.prompt_ids)
+    if task.template in (None, "prefix-only"):  # the whole prompt is text before the cursor
+        kept, healed = heal_tail(table, ids)
+        return replace(task, prompt_ids=kept, healed=healed, prefix_tokens=len(kept)) if healed else task
+    end = len(ids) - task.suffix_tokens - 2  # [BOS] <prefix-token> prefix <suffix-token> suffix <middle-token>
+    start = end - task.prefix_tokens
+    kept, healed = heal_tail(table, ids[start:end])
+    if not healed:
+        return task
+    return replace(task, prompt_ids=ids[:start] + kept + ids[end:], healed=healed, prefix_tokens=len(kept))
 
 
 def _line_starts(source: str) -> list[int]:
