@@ -171,6 +171,25 @@ class Generation:
         self.n_ctx += 1
         if self.remaining:
             self.remaining = self.token_bytes.advance(self.remaining, tok)
+            if not self.remaining:
+                self._constraint_spelled()
+
+    def _constraint_spelled(self) -> None:
+        """The token-healing constraint is spelled (between two steps): the rest of the generation drafts as one
+        without it, with the drafter's stop tokens and each next tree drafted inside the verification's native call
+        (both held back while the constraint held; before, a healed prompt, the language server's usual one, went
+        without them to its end)."""
+        drafter = self.drafter
+        if drafter is None:
+            return
+        t = time.perf_counter()
+        set_stop = getattr(drafter, "set_stop_tokens", None)
+        if set_stop is not None and self.stop_tokens:
+            set_stop(stop_table(self.stop_tokens, self.decoder.loaded.vocab_size))
+        if self.ahead is None and self.verify is not None and hasattr(self.verify, "verify_draft"):
+            make = getattr(drafter, "draft_ahead", None)
+            self.ahead = make(self.eos, self.max_new) if make is not None else None
+        self.retrieval_s += time.perf_counter() - t
 
     def commit(self, tokens: list[int]) -> bool:
         """Accepted draft tokens (already in the KV cache); False where an EOS or ``max_new`` cut them."""

@@ -80,6 +80,31 @@ def test_constrained_output_is_the_models_own_constrained_greedy_output(tiny_cod
         assert b"".join(table.pieces[t] for t in got.token_ids).startswith(removed)
 
 
+def test_once_the_constraint_is_spelled_each_next_tree_is_drafted_in_the_verification(tiny_coder, table,
+                                                                                     constrained_references,
+                                                                                     monkeypatch):
+    """A healed prompt drafts its steps after the constraint as an unhealed one does: each next tree inside the
+    verification's native call (before, a generation that began constrained drafted every step in Python to its
+    end); the output stays the model's constrained greedy output."""
+    from engine.native import draft_ahead
+
+    if not draft_ahead.draft_ahead_on():
+        pytest.skip("draft-ahead is off here ($FASTCODER_DRAFT_AHEAD=0)")
+    calls = []
+    real = draft_ahead.DraftAhead.draft_first
+    monkeypatch.setattr(draft_ahead.DraftAhead, "draft_first",
+                        lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    decoder = SpeculativeDecoder(tiny_coder, method="fastcoder")
+    name, kept, removed, ref = constrained_references[0]
+    decoder.generate(kept, max_new_tokens=24)  # unconstrained: does this machine draft ahead at all?
+    if not calls:
+        pytest.skip("no native draft-ahead on this machine (the fastcoder drafter's native step is off)")
+    calls.clear()
+    got = decoder.generate(kept, max_new_tokens=24, constraint=removed)
+    assert got.token_ids == ref, name
+    assert calls, "no step after the constraint was drafted by the native draft-ahead"
+
+
 def _return_line_prompt(tiny_coder, table):
     """(prefix ending with a newline, indentation) of a body line whose greedy continuation (healed:
     a prompt ending in a newline is itself cut inside the newline+indentation token) is that
