@@ -131,10 +131,8 @@ class Generation:
             t = time.perf_counter()
             drafter.reset(self.context[:self.n_ctx])
             set_stop = getattr(drafter, "set_stop_tokens", None)
-            if set_stop is not None:  # nothing drafted below a stop token (not while a healing constraint holds:
-                # a stop string counts only after it, as _verifiable's pruning does)
-                set_stop(stop_table(self.stop_tokens, decoder.loaded.vocab_size)
-                         if self.stop_tokens and not self.remaining else None)
+            if set_stop is not None and self.remaining:  # no stop tokens while a healing constraint holds (a stop
+                set_stop(None)  # string counts only after it, as _verifiable's pruning does): see _draft_unconstrained
             self.retrieval_s += time.perf_counter() - t
         # the draft head serves completions that may span lines: on one-line completions (a stop at the newline:
         # a few steps each) it lost up to 13% in wall clock, in 5 of 6 cell-runs (benchmarks/results/2026-11-26k,
@@ -148,12 +146,8 @@ class Generation:
             self.verify = (greedy_verifier(self.model, self.cache, self.estimator, self.hits, self.head)
                            if drafter is not None else greedy_verifier(self.model, self.cache))
         self.head_in_verify = self.head is not None and getattr(self.verify, "head", None) is self.head
-        # each next step drafted inside the verification's native call (the fastcoder drafter's native step on a
-        # CPU): its tree verified in place by the next call, ~100 us of Python a step fewer
-        if self.verify is not None and drafter is not None and not self.remaining \
-                and hasattr(self.verify, "verify_draft"):
-            make = getattr(drafter, "draft_ahead", None)
-            self.ahead = make(self.eos, self.max_new) if make is not None else None
+        if not self.remaining:
+            self._draft_unconstrained()
         shared = self.estimator.depth_one if self.estimator is not None else None
         if shared is not None:  # no hidden state of this prompt yet (and none at all where this decoder has no head)
             shared.disable()
@@ -172,20 +166,21 @@ class Generation:
         if self.remaining:
             self.remaining = self.token_bytes.advance(self.remaining, tok)
             if not self.remaining:
-                self._constraint_spelled()
+                self._draft_unconstrained()
 
-    def _constraint_spelled(self) -> None:
-        """The token-healing constraint is spelled (between two steps): the rest of the generation drafts as one
-        without it, with the drafter's stop tokens and each next tree drafted inside the verification's native call
-        (both held back while the constraint held; before, a healed prompt, the language server's usual one, went
-        without them to its end)."""
+    def _draft_unconstrained(self) -> None:
+        """Drafting where no token-healing constraint holds: from the set-up, or from the moment a constraint is
+        spelled (between two steps; before, a healed prompt, the language server's usual one, drafted without these
+        to its end). The drafter drafts nothing below a stop token, and each next tree is drafted inside the
+        verification's native call (the fastcoder drafter's native step on a CPU): verified in place by the next
+        call, ~100 us of Python a step fewer."""
         drafter = self.drafter
         if drafter is None:
             return
         t = time.perf_counter()
         set_stop = getattr(drafter, "set_stop_tokens", None)
-        if set_stop is not None and self.stop_tokens:
-            set_stop(stop_table(self.stop_tokens, self.decoder.loaded.vocab_size))
+        if set_stop is not None:
+            set_stop(stop_table(self.stop_tokens, self.decoder.loaded.vocab_size) if self.stop_tokens else None)
         if self.ahead is None and self.verify is not None and hasattr(self.verify, "verify_draft"):
             make = getattr(drafter, "draft_ahead", None)
             self.ahead = make(self.eos, self.max_new) if make is not None else None

@@ -3,9 +3,10 @@
 A completion ends at the first occurrence of a stop string (the server's ``"\\n"`` for a line, ``"\\n\\n"`` for a
 block) in its decoded text. The decoder (:mod:`engine.decoder`) checks the output once per forward, only after a
 token that shares a byte with a stop string (:func:`stop_touching`), prunes a draft tree's nodes whose token
-already spells one, and the nodes below them (:func:`stop_tokens`, :func:`engine.verify.prune_after_stop`: the bonus
-token gives a stop token in the same step; the fastcoder drafter cuts its sources' continuations there before it
-sizes the tree, :func:`stop_table`) and cuts the result's text at the first stop (:func:`stop_cut`). Token sets are kept per model by :class:`engine.healing.TokenBytes`.
+already spells one, and the nodes below them (:func:`stop_tokens`, :func:`engine.verify.prune_after_stop`: the
+bonus token gives a stop token in the same step; the fastcoder drafter cuts its sources' continuations there before
+it sizes the tree, :func:`stop_table`) and cuts the result's text at the first stop (:func:`stop_cut`). Token sets
+are kept per model by :class:`engine.healing.TokenBytes`.
 """
 
 from __future__ import annotations

@@ -322,8 +322,7 @@ def test_token_healing_backs_the_prefix_up_and_every_method_writes_what_it_remov
         assert b"".join(table.pieces[t] for t in task.prompt_ids[end - cut:end]) == h.healed
         assert (cut > 0) == bool(h.healed) and h.describe()["healed"] == h.healed.decode("utf-8", "backslashreplace")
     plain = bench.extract_tasks(repo, tiny_coder.tokenizer, 2, seed=0)  # prefix-only prompts heal at their end
-    assert all(bench.heal_task(t, table).prompt_ids == t.prompt_ids[:len(bench.heal_task(t, table).prompt_ids)]
-               for t in plain)
+    assert all(h.prompt_ids == t.prompt_ids[:len(h.prompt_ids)] for t in plain for h in [bench.heal_task(t, table)])
     runs = [h for h in healed if h.healed][:2]
     cfg = _smoke_cfg(methods=("ar", "suffix", "fastcoder"), headroom=False, max_new_tokens=12, warmup_tokens=0)
     if importlib.util.find_spec("arctic_inference") is None:

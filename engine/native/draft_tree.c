@@ -577,8 +577,8 @@ int fc_tree_stop_token_kept(int mode) {
    address, bytes per token id (4 or 8), tokens between row starts, rows, row width, counts address, counts
    kind (0: int64, 1: float64), counts, source bit, match length; weights: each source's weight. ia[43], ia[44]:
    a (V,) uint8 table of stop tokens and V (0: none): each row is cut at its first stop token (see
-   stop_token_kept). The scratch holds room_rows x room_width tokens. Returns fc_build_sized's result, or -3 when the Python
-   preparation must run (see counts_total; more rows or a wider row than the scratch holds). */
+   stop_token_kept). The scratch holds room_rows x room_width tokens. Returns fc_build_sized's result, or -3 when
+   the Python preparation must run (see counts_total; more rows or a wider row than the scratch holds). */
 int64_t fc_build_sized_parts(int64_t *ia, const double *da, const int64_t *parts, const double *weights,
                              int64_t n_parts, int64_t max_rows, int64_t max_depth, int64_t room_rows,
                              int64_t room_width) {
