@@ -4,7 +4,9 @@ The per-node rule (engine.verify.accept, DESIGN.md "Verification"): at each visi
 token from the warped model distribution; descend if it is a child, else emit it and stop. Each
 emitted token is then an ancestral sample of the model, so the joint distribution of a continuation
 equals plain (``ar``) sampling. The statistical test below compares the two with a chi-square test
-on the 3-token joint distribution and must reject REST's published (biased) resampling rule.
+on the 3-token joint distribution against the model's exact one (``exact_distribution``: enumerated with the
+same warping ``ar`` samples from, and checked against ``ar``'s own draws) and must reject REST's published
+(biased) resampling rule.
 
 Speed: a tiny random Llama (vocabulary 16, hidden 32, 2 layers) with a sharpened lm_head, one
 thread, ``max_new_tokens=3``; about 10 ms per generate() call.
@@ -99,37 +101,66 @@ def draw(decoder, prompt, arm: int, n: int = N_DRAWS) -> tuple[Counter, float]:
     return counts, float(np.mean(accepted))
 
 
-def chi_square_p(a: Counter, b: Counter, min_count: int = 10) -> float:
-    """p-value of scipy's chi-square test of homogeneity on the 2 x K table of two samples;
-    continuations seen fewer than ``min_count`` times in both samples together are pooled into one cell."""
-    from scipy.stats import chi2_contingency
+def exact_distribution(loaded: LoadedModel, prompt: list[int], n_tokens: int, floor: float = 1e-7) -> dict:
+    """The joint distribution of the next ``n_tokens`` tokens that ``ar`` draws from with :data:`PARAMS` (each step
+    :func:`engine.verify.warp_probs` of the model's logits, as :func:`engine.verify.choose_token` samples), enumerated
+    level by level with one batched forward (no KV cache) per level: {continuation tuple: probability}. Prefixes
+    below ``floor`` are not extended; the mass left out is ``1 - sum(values)``."""
+    params = SamplingParams(**PARAMS)
+    level = {(): 1.0}
+    for _ in range(n_tokens):
+        prefixes = [(k, q) for k, q in level.items() if q >= floor]
+        ids = torch.tensor([prompt + list(k) for k, _ in prefixes], dtype=torch.long)
+        with torch.no_grad():
+            probs = warp_probs(loaded.model(ids).logits[:, -1].float(), params)
+        level = {k + (t,): q * float(row[t]) for (k, q), row in zip(prefixes, probs)
+                 for t in torch.nonzero(row > 0).flatten().tolist()}
+    return {k: q for k, q in level.items() if q >= floor}
 
-    keys = sorted(set(a) | set(b))
-    common = [k for k in keys if a[k] + b[k] >= min_count]
-    rare = [k for k in keys if a[k] + b[k] < min_count]
-    table = [[a[k] for k in common], [b[k] for k in common]]
-    if rare:
-        table[0].append(sum(a[k] for k in rare))
-        table[1].append(sum(b[k] for k in rare))
-    return float(chi2_contingency(np.array(table)).pvalue)
+
+def chi_square_gof_p(counts: Counter, probs: dict, min_expected: float = 5.0) -> float:
+    """p-value of scipy's chi-square goodness-of-fit test of the sample ``counts`` against the exact ``probs``
+    (:func:`exact_distribution`). The continuations expected fewer than ``min_expected`` times and those left out of
+    ``probs`` share one pooled cell, joined by the least likely others until it is expected ``min_expected`` times."""
+    from scipy.stats import chisquare
+
+    n = sum(counts.values())
+    keys = sorted((k for k, q in probs.items() if q * n >= min_expected), key=probs.get)
+    rest = n - sum(probs[k] * n for k in keys)  # the pooled cell's expected count
+    while keys and rest < min_expected:
+        rest += probs[keys.pop(0)] * n
+    observed = [counts[k] for k in keys]
+    expected = [probs[k] * n for k in keys]
+    observed.append(n - sum(observed))
+    expected.append(n - sum(expected))
+    return float(chisquare(observed, expected).pvalue)
 
 
 @pytest.fixture(scope="module")
-def ar_counts(setup):
+def ar_probs(setup):
+    """The exact 3-token distribution ``ar`` samples from (:func:`exact_distribution`)."""
+    loaded, prompt, _ = setup
+    probs = exact_distribution(loaded, prompt, 3)
+    assert sum(q >= 0.01 for q in probs.values()) >= 8, "the distribution is degenerate: the test would prove little"
+    return probs
+
+
+def test_ar_samples_the_exact_distribution(setup, ar_probs):
+    """The reference the drafters are held to is ``ar``'s own: its draws fit the enumerated distribution."""
     loaded, prompt, store = setup
-    counts, _ = draw(decoder_for(loaded, "ar", store), prompt, arm=0)
-    assert len(counts) >= 8, "the reference distribution is degenerate: the test would prove little"
-    return counts
+    counts, _ = draw(decoder_for(loaded, "ar", store), prompt, arm=0, n=300)
+    p = chi_square_gof_p(counts, ar_probs)
+    assert p > ALPHA, f"ar's draws do not fit the enumerated distribution (chi-square p={p:.2e})"
 
 
 @pytest.mark.parametrize("arm,method", list(enumerate(DRAFTING, start=1)))
-def test_drafters_sample_the_model_distribution(setup, ar_counts, arm, method):
+def test_drafters_sample_the_model_distribution(setup, ar_probs, arm, method):
     loaded, prompt, store = setup
     counts, mean_accepted = draw(decoder_for(loaded, method, store), prompt, arm)
     # max_new_tokens=3: a prefill forward that verifies a draft, then at most two more; few accepted
     # draft tokens would mean the exact rule was hardly exercised and nothing was tested
     assert mean_accepted >= 0.8, f"{method}: drafts rarely accepted ({mean_accepted:.2f} per continuation)"
-    p = chi_square_p(ar_counts, counts)
+    p = chi_square_gof_p(counts, ar_probs)
     assert p > ALPHA, f"{method}: 3-token joint distribution differs from ar sampling (chi-square p={p:.2e})"
 
 
@@ -148,14 +179,14 @@ def rest_published_accept(logits, tree, params, generator):
         node = child
 
 
-def test_chi_square_rejects_rest_published_rule(setup, ar_counts, monkeypatch):
+def test_chi_square_rejects_rest_published_rule(setup, ar_probs, monkeypatch):
     """The same test must fail REST's biased rule. CopySpec drafts a single chain, where the bias
     (a draft token emitted with probability p + (1 - p) * p instead of p) is largest."""
     loaded, prompt, store = setup
     monkeypatch.setattr("engine.generation.accept", rest_published_accept)
     counts, mean_accepted = draw(decoder_for(loaded, "copyspec", store), prompt, arm=9, n=600)
     assert mean_accepted >= 0.8
-    p = chi_square_p(ar_counts, counts)
+    p = chi_square_gof_p(counts, ar_probs)
     assert p < ALPHA, f"the biased rule passed the test (p={p:.3f}): the test has no power"
 
 
