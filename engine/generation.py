@@ -79,6 +79,8 @@ class Generation:
         self.context[:len(ids)] = ids
         self.n_ctx = len(ids)
         self.cache = self.verify = self.ahead = self.head = None
+        # made at set-up: the drafter's stop table and the draft-ahead fields, taken into use where no constraint holds
+        self.held_stop = self.held_ahead = None
         self.stop_tokens = self.stop_touch = None
         self.argmax_only = self.head_in_verify = False
         self.drafted = False  # the last verification drafted this step's tree (ahead.next_tree has it)
@@ -146,6 +148,13 @@ class Generation:
             self.verify = (greedy_verifier(self.model, self.cache, self.estimator, self.hits, self.head)
                            if drafter is not None else greedy_verifier(self.model, self.cache))
         self.head_in_verify = self.head is not None and getattr(self.verify, "head", None) is self.head
+        if drafter is not None:  # made now, in the set-up, whether or not a constraint holds (then used once spelled)
+            t = time.perf_counter()
+            self.held_stop = stop_table(self.stop_tokens, self.loaded.vocab_size) if self.stop_tokens else None
+            make = getattr(drafter, "draft_ahead", None)
+            if make is not None and self.verify is not None and hasattr(self.verify, "verify_draft"):
+                self.held_ahead = make(self.eos, self.max_new)
+            self.retrieval_s += time.perf_counter() - t
         if not self.remaining:
             self._draft_unconstrained()
         shared = self.estimator.depth_one if self.estimator is not None else None
@@ -170,21 +179,17 @@ class Generation:
 
     def _draft_unconstrained(self) -> None:
         """Drafting where no token-healing constraint holds: from the set-up, or from the moment a constraint is
-        spelled (between two steps; before, a healed prompt, the language server's usual one, drafted without these
-        to its end). The drafter drafts nothing below a stop token, and each next tree is drafted inside the
-        verification's native call (the fastcoder drafter's native step on a CPU): verified in place by the next
-        call, ~100 us of Python a step fewer."""
+        spelled (between two steps). The drafter drafts nothing below a stop token, and each next tree is drafted
+        inside the verification's native call (the fastcoder drafter's native step on a CPU): verified in place by
+        the next call, ~100 us of Python a step fewer. Both were made in the set-up (``held_stop``, ``held_ahead``;
+        the first step's fields primed before the prefill's forward): taking them into use costs no step time."""
         drafter = self.drafter
         if drafter is None:
             return
-        t = time.perf_counter()
         set_stop = getattr(drafter, "set_stop_tokens", None)
         if set_stop is not None:
-            set_stop(stop_table(self.stop_tokens, self.decoder.loaded.vocab_size) if self.stop_tokens else None)
-        if self.ahead is None and self.verify is not None and hasattr(self.verify, "verify_draft"):
-            make = getattr(drafter, "draft_ahead", None)
-            self.ahead = make(self.eos, self.max_new) if make is not None else None
-        self.retrieval_s += time.perf_counter() - t
+            set_stop(self.held_stop)
+        self.ahead = self.held_ahead
 
     def commit(self, tokens: list[int]) -> bool:
         """Accepted draft tokens (already in the KV cache); False where an EOS or ``max_new`` cut them."""
@@ -205,9 +210,9 @@ class Generation:
         if drafter is not None and self.decoder.method not in SDSAT_METHODS \
                 and len(ids) - start <= PREFILL_DRAFT_MAX_TOKENS:
             return self._prefill_with_draft(start)
-        if self.ahead is not None:  # the first step's fields made ready now, while the drafter is in the caches
-            t = time.perf_counter()
-            self.ahead.prime(len(ids) + 1, 1)
+        if self.held_ahead is not None:  # the first step's fields made ready now, while the drafter is in the caches
+            t = time.perf_counter()  # (held: where the pending token spells a constraint, the step after uses them)
+            self.held_ahead.prime(len(ids) + 1, 1)
             self.retrieval_s += time.perf_counter() - t
         prompt = torch.tensor([ids[start:]], dtype=torch.long, device=self.decoder.loaded.device)
         pending = self._choose(prefill(self.model, self.cache, prompt))

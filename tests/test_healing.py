@@ -105,6 +105,46 @@ def test_once_the_constraint_is_spelled_each_next_tree_is_drafted_in_the_verific
     assert calls, "no step after the constraint was drafted by the native draft-ahead"
 
 
+def test_a_healed_generations_first_step_is_primed_in_the_prefill_with_its_stop_table(tiny_coder,
+                                                                                   constrained_references,
+                                                                                   monkeypatch):
+    """The draft-ahead fields of a healed generation are made in its set-up and primed before the prefill's forward,
+    as an unhealed one's: the step after a prefill whose token spells the constraint drafts in them, with the stop
+    table the drafter took once the constraint was spelled (a line completion's newline), not the none it held
+    while constrained."""
+    from engine.native import draft_ahead
+
+    if not draft_ahead.draft_ahead_on():
+        pytest.skip("draft-ahead is off here ($FASTCODER_DRAFT_AHEAD=0)")
+    primes, firsts = [], []
+    real_prime, real_first = draft_ahead.DraftAhead.prime, draft_ahead.DraftAhead.draft_first
+
+    def prime(self, *a, **k):
+        primes.append(1)
+        return real_prime(self, *a, **k)
+
+    def first(self, *a, **k):
+        got = real_first(self, *a, **k)
+        firsts.append((self.stop is not None and self.stop is self.drafter.stop, got[0] is not None))
+        return got
+
+    monkeypatch.setattr(draft_ahead.DraftAhead, "prime", prime)
+    monkeypatch.setattr(draft_ahead.DraftAhead, "draft_first", first)
+    decoder, plain = SpeculativeDecoder(tiny_coder, method="fastcoder"), SpeculativeDecoder(tiny_coder, method="ar")
+    checked = 0
+    for name, kept, removed, _ in constrained_references:
+        primes.clear(), firsts.clear()
+        got = decoder.generate(kept, max_new_tokens=24, constraint=removed, stop=["\n"])
+        assert got.token_ids == plain.generate(kept, max_new_tokens=24, constraint=removed, stop=["\n"]).token_ids
+        if not firsts:  # the answer ended at the prefill's token, or this machine has no native draft-ahead
+            continue
+        assert primes, f"{name}: the first step's fields were not primed before the prefill"
+        assert firsts[0][0], f"{name}: the first step drafted without the stop table"
+        checked += 1
+    if not checked:
+        pytest.skip("no healed answer went past the prefill's token with a native draft-ahead on this machine")
+
+
 def _return_line_prompt(tiny_coder, table):
     """(prefix ending with a newline, indentation) of a body line whose greedy continuation (healed:
     a prompt ending in a newline is itself cut inside the newline+indentation token) is that

@@ -179,6 +179,7 @@ class DraftAhead:
         drafter = self.drafter
         if primed is not None and primed[:2] == (n_ctx, out_len) and primed[2] is drafter.context_index._native:
             self._arm(drafter, self.args)  # made ready already: only the stores' fields, where a turn moved them
+            self._point_stop(drafter.stop)  # primed while a token-healing constraint held it off, then spelled
             return True
         vp = self.vp
         if (steady is not None and steady[0] == n_ctx and steady[1] == out_len and n_ctx < vp[VP_BUCKET_END]
@@ -197,11 +198,8 @@ class DraftAhead:
         sc = point_args(drafter, args, seq, cost)
         if sc is None:
             return False
-        stop = drafter.stop
         self.cost_of = drafter.cost
-        if stop is not self.stop:
-            vp[VP_STOP], vp[VP_N_STOP] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
-            self.stop = stop
+        self._point_stop(drafter.stop)
         vp[VP_CTX_LEN], vp[VP_CTX_CAP], vp[VP_OUT_LEN] = n_ctx, len(seq[0][0]), out_len
         bucket = n_ctx // CONTEXT_BUCKET
         if self.curves[0] is not cost or self.curves[1] != bucket:
@@ -216,6 +214,12 @@ class DraftAhead:
         self.args, self.sc = args, sc
         self._arm(drafter, args)
         return True
+
+    def _point_stop(self, stop: np.ndarray | None) -> None:
+        """The call's stop table: the drafter's (:meth:`engine.drafters.FastCoderDrafter.set_stop_tokens`)."""
+        if stop is not self.stop:
+            self.vp[VP_STOP], self.vp[VP_N_STOP] = (0, 0) if stop is None else (stop.ctypes.data, len(stop))
+            self.stop = stop
 
     def draft_first(self, context: np.ndarray, out_len: int):
         """A generation's first tree (the step after the prefill, ``context`` ((T,) int64) the prompt with the pending
