@@ -79,8 +79,7 @@ class Generation:
         self.context[:len(ids)] = ids
         self.n_ctx = len(ids)
         self.cache = self.verify = self.ahead = self.head = None
-        # made at set-up: the drafter's stop table and the draft-ahead fields, taken into use where no constraint holds
-        self.held_stop = self.held_ahead = None
+        self.held_ahead = None  # the draft-ahead fields, made at set-up, taken into use where no constraint holds
         self.stop_tokens = self.stop_touch = None
         self.argmax_only = self.head_in_verify = False
         self.drafted = False  # the last verification drafted this step's tree (ahead.next_tree has it)
@@ -150,7 +149,6 @@ class Generation:
         self.head_in_verify = self.head is not None and getattr(self.verify, "head", None) is self.head
         if drafter is not None:  # made now, in the set-up, whether or not a constraint holds (then used once spelled)
             t = time.perf_counter()
-            self.held_stop = stop_table(self.stop_tokens, self.loaded.vocab_size) if self.stop_tokens else None
             make = getattr(drafter, "draft_ahead", None)
             if make is not None and self.verify is not None and hasattr(self.verify, "verify_draft"):
                 self.held_ahead = make(self.eos, self.max_new)
@@ -181,14 +179,15 @@ class Generation:
         """Drafting where no token-healing constraint holds: from the set-up, or from the moment a constraint is
         spelled (between two steps). The drafter drafts nothing below a stop token, and each next tree is drafted
         inside the verification's native call (the fastcoder drafter's native step on a CPU): verified in place by
-        the next call, ~100 us of Python a step fewer. Both were made in the set-up (``held_stop``, ``held_ahead``;
-        the first step's fields primed before the prefill's forward): taking them into use costs no step time."""
+        the next call, ~100 us of Python a step fewer. The draft-ahead fields were made in the set-up (``held_ahead``, the
+        first step's primed before the prefill's forward) and the stop table is kept per stop strings
+        (:func:`engine.stops.stop_table`): taking them into use costs no step time."""
         drafter = self.drafter
         if drafter is None:
             return
         set_stop = getattr(drafter, "set_stop_tokens", None)
         if set_stop is not None:
-            set_stop(self.held_stop)
+            set_stop(stop_table(self.stop_tokens, self.loaded.vocab_size) if self.stop_tokens else None)
         self.ahead = self.held_ahead
 
     def commit(self, tokens: list[int]) -> bool:
