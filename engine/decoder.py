@@ -78,7 +78,10 @@ class SpeculativeDecoder:
             :func:`default_draft_budget`, or a cap of :data:`MAX_DRAFT_TOKENS` when trees are sized by
             cost), ``screened_head`` (default True, every method: greedy steps take the LM head's argmax
             by int8 screening and exact rescoring where the model allows it,
-            :func:`engine.lean_forward.forward_greedy`, the same tokens; False: the whole head's logits).
+            :func:`engine.lean_forward.forward_greedy`, the same tokens; False: the whole head's logits),
+            ``step_loop`` (default True: fastcoder's greedy steps run back to back in one native call where
+            Python has nothing to do between them, :meth:`engine.native.step.BoundVerify.verify_loop`, the same
+            tokens and trees; ``$FASTCODER_STEP_LOOP=0`` switches it off for every decoder).
             fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
             measured verify cost with online acceptance estimates, :mod:`engine.acceptance`),
             ``verify_cost`` (a :class:`engine.cost_model.VerifyCost`; default: measured and cached
@@ -134,6 +137,7 @@ class SpeculativeDecoder:
         use_head = self.options.pop("draft_head", True)  # True: the model's own (find_draft_head), or a file
         use_nodes = bool(self.options.pop("node_model", False))  # True: the prior's node model (engine.node_model)
         self.screened = bool(self.options.pop("screened_head", True))
+        self.step_loop = bool(self.options.pop("step_loop", True))
         self.estimator = self.cost = None
         self.depth_one = None  # the draft head's depth-1 adjustment the decode loop feeds (engine.draft_head)
         self.sdsat_options = {k: self.options.pop(k) for k in ("adaptive_tokens", "adaptive_width",

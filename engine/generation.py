@@ -80,6 +80,7 @@ class Generation:
         self.n_ctx = len(ids)
         self.cache = self.verify = self.ahead = self.head = None
         self.held_ahead = None  # the draft-ahead fields, made at set-up, taken into use where no constraint holds
+        self.loop = None  # the native step loop's fields (engine.native.step.StepLoop), where steps can run in it
         self.stop_tokens = self.stop_touch = None
         self.argmax_only = self.head_in_verify = False
         self.drafted = False  # the last verification drafted this step's tree (ahead.next_tree has it)
@@ -153,6 +154,14 @@ class Generation:
             if make is not None and self.verify is not None and hasattr(self.verify, "verify_draft"):
                 self.held_ahead = make(self.eos, self.max_new)
             self.retrieval_s += time.perf_counter() - t
+        # fastcoder's steps back to back in one native call while Python has nothing to do between them (the draft
+        # head fed in the call, the stop strings' tokens known)
+        make_loop = getattr(self.verify, "step_loop", None)
+        if self.held_ahead is not None and make_loop is not None and decoder.step_loop \
+                and (self.head is None or self.head_in_verify) \
+                and (not stop or self.stop_touch is not None):
+            touch = stop_table(self.stop_touch, self.loaded.vocab_size) if stop else None
+            self.loop = make_loop(self.head is not None, touch)
         if not self.remaining:
             self._draft_unconstrained()
         shared = self.estimator.depth_one if self.estimator is not None else None
@@ -317,11 +326,22 @@ class Generation:
         self.draft_sizes.append(len(tree))
         counted = drafted = False  # the estimates and hits learned in the verification's call; the next tree
         logits = None
-        if fused:  # forward, walk, compaction, the counts and the next step's tree: one native call
-            path, committed, counted, drafted = self.verify.verify_draft(pending, tree, past_len, ahead)
+        if fused:  # forward, walk, compaction, the counts and the next step's tree: one native call (for as many
+            # steps as can run back to back in it: the steps before the last replayed here)
+            if self.loop is not None:
+                path, committed, counted, drafted, logged = self.verify.verify_loop(pending, tree, past_len, ahead,
+                                                                                    self.loop)
+            else:
+                (path, committed, counted, drafted), logged = self.verify.verify_draft(pending, tree, past_len,
+                                                                                       ahead), ()
             spent = ahead.drafting_s() if drafted else 0.0
+            if logged:
+                spent += sum(rec[3] for rec in logged) * 1e-9
+                tree = self.loop.last_tree
             self.forward_s += time.perf_counter() - t_forward - spent
             self.retrieval_s += spent
+            if logged:
+                ctx_view = self._replay(logged)
             if not drafted and getattr(tree, "in_builder", False):  # the call was not taken: arrays intact
                 tree = tree.tree()
         elif self.argmax_only and not self.remaining and not tree.n_adaptive:
@@ -350,6 +370,27 @@ class Generation:
         self.accepted_lengths.append(len(committed))
         # all but the last committed token are in the KV cache now; the last becomes pending
         return committed[-1] if self.commit(committed[:-1]) else None
+
+    def _replay(self, logged: list) -> np.ndarray:
+        """The decoder's bookkeeping of the steps a native loop ran before its last (``logged``, in order, as
+        :meth:`engine.native.step.BoundVerify.verify_loop` returns them), as :meth:`tree_step` and
+        :meth:`_end_before_step` do it after one call that drafted: the drafter's observation, the accepted length,
+        the committed tokens (the loop ran on only where none is an EOS or shares a byte with a stop string, and the
+        output stays below ``max_new``), the next tree's size. Returns the drafting context of the last step (the
+        committed context, its pending token last)."""
+        drafter, ahead, context = self.drafter, self.ahead, self.context
+        t = time.perf_counter()
+        for i, (_, got, first_source, _, found, cache_len_out, committed) in enumerate(logged):
+            drafter.observe_path(context[:self.n_ctx], first_source, got, committed)
+            ahead.looped(cache_len_out, found)
+            self.accepted_lengths.append(len(committed))
+            m = len(committed)
+            context[self.n_ctx:self.n_ctx + m] = committed
+            self.n_ctx += m
+            self.out.extend(committed)
+            self.draft_sizes.append(logged[i + 1][0] if i + 1 < len(logged) else self.loop.last_n)
+        self.retrieval_s += time.perf_counter() - t
+        return context[:self.n_ctx]
 
     def _cut_at_stop(self, finish: str) -> None:
         """A step commits several tokens (and the loop may have left at max_new or EOS without a search): keep them

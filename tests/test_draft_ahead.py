@@ -13,6 +13,7 @@ from engine.decoder import SpeculativeDecoder
 from engine.native import library
 from engine.native import draft_ahead as native_ahead
 from engine.native import propose as native_propose
+from engine.native import step_loop as native_loop
 from engine.native.step import BoundVerify
 from test_native_propose import _chains_hold
 
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.skipif(library() is None, reason="no C compiler: the na
 
 
 def _counting(monkeypatch) -> dict:
-    """Count the fused calls and the steps whose tree one of them drafted (verified in place)."""
+    """Count the fused calls and the steps whose tree one of them drafted (verified in place); one call a step (the
+    native step loop off: tests/test_step_loop.py holds it to these calls)."""
+    monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "0")
     seen = {"calls": 0, "in_place": 0}
     real = BoundVerify.verify_draft
 
@@ -88,6 +91,7 @@ def test_the_tree_drafted_in_the_call_is_the_drafters_own_for_that_context(tiny_
     into it. The mirror then equals the cache's list, chains included."""
     compared, crossed, added = [], [], []  # per tree; whether the call added to the cache first
     real_next = native_ahead.DraftAhead.next_tree
+    monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "0")  # every step's tree (test_step_loop.py: the loop's)
 
     def next_tree(self, context):
         got, cut = real_next(self, context)
@@ -148,6 +152,7 @@ def test_the_datastores_turn_in_the_call_is_the_drafters_own(tiny_coder, real_co
     real_make, real_draft, real_call = SpeculativeDecoder._make_drafter, BoundVerify.verify_draft, BoundVerify.__call__
     real_ready = native_ahead.DraftAhead.ready
     turns, steady = [], []
+    monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "0")  # each step's tree recorded (test_step_loop.py: the loop's)
 
     def ready(self, n_ctx, out_len):  # whether the step after a drafting call only moved the lengths
         steady.append(self.steady is not None and self.steady[:2] == (n_ctx, out_len))

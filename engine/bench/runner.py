@@ -45,6 +45,9 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # screening (engine.lean_forward.forward_greedy; the same tokens)
     "ar-full-head": ("ar", {"screened_head": False}),
     "fastcoder-full-head": ("fastcoder", {"screened_head": False}),
+    # one native call a step: Python between every two steps (engine.native.step.BoundVerify.verify_loop not used;
+    # the same tokens and trees)
+    "fastcoder-step-by-step": ("fastcoder", {"step_loop": False}),
     # the forward's AVX2 kernels on a CPU with AVX-512 (engine.native.forward_kernels around each generation; the
     # same tokens, the same trees: the verify-cost curve stays the process's). None for ar: its one-row steps run
     # the same kernels on both
@@ -71,8 +74,8 @@ SDSAT_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base i
 SUFFIX_BENCH_METHODS = tuple(m for m, (base, _) in METHOD_SPECS.items() if base == "suffix")
 #: Ablations that differ from fastcoder only where verification is cheap (a GPU's flat c(n)): not run unless asked for.
 CHEAP_VERIFY_BENCH_METHODS = ("fastcoder-depth24",)
-#: Ablations of the LM head's screened argmax: run only when asked for.
-FULL_HEAD_BENCH_METHODS = ("ar-full-head", "fastcoder-full-head")
+#: Ablations of the LM head's screened argmax and of the native step loop: run only when asked for.
+FULL_HEAD_BENCH_METHODS = ("ar-full-head", "fastcoder-full-head", "fastcoder-step-by-step")
 #: Ablations of the forward kernels' instruction set (method -> engine.native.forward_kernels' name): run only when
 #: asked for.
 KERNEL_ISA_METHODS = {"fastcoder-avx2": "avx2"}

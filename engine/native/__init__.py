@@ -110,6 +110,8 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_propose_retrieve.argtypes = [ptr, ptr, i64, i64, i64, i64]
     lib.fc_verify_propose.restype = i64  # a greedy step's verification, then the next step's drafting (draft_ahead.c)
     lib.fc_verify_propose.argtypes = [ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr]
+    lib.fc_verify_propose_loop.restype = i64  # fastcoder steps back to back while Python has nothing to do between
+    lib.fc_verify_propose_loop.argtypes = [ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr, ptr]  # (draft_ahead.c)
     lib.fc_draft_ahead.restype = i64  # a generation's first tree drafted in the fields of the steps after (draft_ahead.c)
     lib.fc_draft_ahead.argtypes = [ptr, ptr, ptr]
     lib.fc_chain_extend.restype = i64  # a token buffer's occurrence chains (engine.history.TokenMirror)

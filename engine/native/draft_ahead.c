@@ -259,3 +259,79 @@ int64_t fc_draft_ahead(const int64_t *pa, const double *pd, int64_t *vp) {
     vp[VP_PROPOSE_NS] = now_ns() - t0;
     return vp[VP_FOUND];
 }
+
+/* fc_verify_propose_loop's fields (lp, int64). */
+enum { LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTED, LP_LOG, LP_LOG_STRIDE, LP_STEPS,
+       LP_KEYS, LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_FIELDS };
+/* A step's record in the loop's log (int64, LP_LOG_STRIDE apart): then its committed tokens. */
+enum { LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LEN_OUT, LOG_EXACT, LOG_LEARNED,
+       LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_COMMITTED };
+
+/* Several fastcoder steps in one call: fc_verify_propose, and while the step it ran left the decoder nothing to do in
+   Python before the next one, that next step at once, on the tree the call drafted (verified in place in the builder's
+   outputs). Between two steps the decoder spent ~200-250 us of Python with the caches cold after the forward (its
+   objects and the interpreter's code evicted by the weights' and the KV cache's stream: a 0.5 us call took 11 us on
+   2026-11-29's machine); what it did there is what this loop does in C: the next step's lengths (the pending token,
+   the KV cache's entries, the context's and the output's lengths, the cache mirror's length and the output chunk's
+   start, as DraftAhead.ready's steady case), the tree taken from the builder (its learning fields lp[LP_KEYS],
+   lp[LP_SOURCES]). Python then replays each logged step's bookkeeping (the output, the drafter's list cache, the
+   counts) in order, warm, and handles the last step as after one call.
+   A step continues the loop only where the call drafted the next tree itself (vp[VP_FOUND] >= 0, no datastores' turn,
+   its cut known: vp[VP_NEXT_N] >= 0), observed the step in the mirror (vp[VP_CACHE_LEN_OUT] >= 0), learned it where the
+   draft head needs it (lp[LP_NEED_COUNTED]: learn[11] set), committed no token that shares a byte with a stop string
+   (lp[LP_TOUCH]: (lp[LP_N_TOUCH],) uint8 table; 0: no stop strings), stays inside the cost curve's bucket
+   (vp[VP_BUCKET_END]), and the next tree fits the step's scratch (lp[LP_MAX_ROWS] rows, lp[LP_MASK_FLOATS] mask
+   entries) and the KV cache (lp[LP_KV_CAPACITY] entries); and at most lp[LP_MAX_STEPS] steps run. The steps before the
+   last are logged (lp[LP_LOG], lp[LP_LOG_STRIDE] int64 each: LOG_*, the committed tokens last), their count written to
+   lp[LP_STEPS], the last step's tree size and KV-cache entries before it to lp[LP_LAST_N] and lp[LP_LAST_PAST]; vp
+   and the step's buffers hold the last step's results as after one fc_verify_propose. Arguments otherwise as
+   fc_verify_propose's (pending, n, past: the first step's). Returns the last step's as it does. */
+int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pending, int64_t n, int64_t past,
+                               int64_t *learn, const int64_t *pa, const double *pd, int64_t *vp, int64_t *lp) {
+    const uint8_t *touch = (const uint8_t *)(intptr_t)lp[LP_TOUCH];
+    int64_t *log = (int64_t *)(intptr_t)lp[LP_LOG];
+    const int64_t *committed = (const int64_t *)(intptr_t)vp[VP_COMMITTED];
+    const int64_t *exact = (const int64_t *)(intptr_t)vp[VP_EXACT];
+    lp[LP_STEPS] = 0;
+    for (int64_t s = 0;; s++) {
+        lp[LP_LAST_N] = n;
+        lp[LP_LAST_PAST] = past;
+        int64_t got = fc_verify_propose(sa, sd, pending, n, past, learn, pa, pd, vp);
+        if (got < 0 || s + 1 >= lp[LP_MAX_STEPS]) return got;
+        if (vp[VP_FOUND] < 0 || vp[VP_RETRIEVED] || vp[VP_NEXT_N] < 0 || vp[VP_CACHE_LEN_OUT] < 0
+            || (lp[LP_NEED_COUNTED] && !learn[11]))
+            return got;
+        int64_t m = got + 1, ctx_len = vp[VP_CTX_LEN] + m, next_n = vp[VP_NEXT_N], rows = next_n + 1;
+        if (ctx_len >= vp[VP_BUCKET_END] || rows > lp[LP_MAX_ROWS] || past + m + rows > lp[LP_KV_CAPACITY]
+            || (next_n && rows * (past + m + rows) > lp[LP_MASK_FLOATS]) || m > lp[LP_LOG_STRIDE] - LOG_COMMITTED)
+            return got;
+        if (touch)
+            for (int64_t j = 0; j < m; j++)
+                if (committed[j] < 0 || committed[j] >= lp[LP_N_TOUCH] || touch[committed[j]]) return got;
+        int64_t *rec = log + s * lp[LP_LOG_STRIDE];
+        rec[LOG_GOT] = got;
+        rec[LOG_N] = n;
+        rec[LOG_FIRST_SOURCE] = vp[VP_FIRST_SOURCE];
+        rec[LOG_PROPOSE_NS] = vp[VP_PROPOSE_NS];
+        rec[LOG_FOUND] = vp[VP_FOUND];
+        rec[LOG_CACHE_LEN_OUT] = vp[VP_CACHE_LEN_OUT];
+        rec[LOG_EXACT] = exact[0];
+        rec[LOG_LEARNED] = learn[11];
+        rec[LOG_HEAD_LEARNED] = learn[15];
+        rec[LOG_COMMITTED_N] = m;
+        memcpy(rec + LOG_COMMITTED, committed, (size_t)m * sizeof(int64_t));
+        lp[LP_STEPS] = s + 1;
+        /* the next step, as DraftAhead.ready's steady case and BoundVerify.verify_draft on a builder's tree set it */
+        if (vp[VP_OBSERVE] && vp[VP_CTX_LEN] + m - vp[VP_CHUNK_FROM] >= vp[VP_OUTPUT_CHUNK])
+            vp[VP_CHUNK_FROM] = vp[VP_CTX_LEN] + m; /* FastCoderDrafter.observe_path's output chunk */
+        vp[VP_CACHE_LEN] = vp[VP_CACHE_LEN_OUT];
+        vp[VP_CTX_LEN] = ctx_len;
+        vp[VP_OUT_LEN] += m;
+        vp[VP_FROM_BUILDER] = 1;
+        learn[0] = lp[LP_KEYS];
+        learn[1] = lp[LP_SOURCES];
+        pending = committed[m - 1];
+        past += m;
+        n = next_n;
+    }
+}

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..cost_model import CONTEXT_BUCKET
 from ..draft_tree import DraftTree
-from .propose import (NOTHING, NOTHING_SKIPPED, RETRIEVE, BuilderTree, _after_propose, _python_tree, _retrieved_tree,
-                      _searched, _store_fields, _sync_cache, _sync_history, point_args)
+from .propose import (CACHE_HIT, NOTHING, NOTHING_SKIPPED, RETRIEVE, SKIPPED, BuilderTree, _after_propose, _python_tree,
+                      _retrieved_tree, _searched, _store_fields, _sync_cache, _sync_history, point_args)
 from .tree import _tree_from
 
 #: ``0``: each step's tree drafted by the drafter's propose before its verification, not inside the one before's call.
@@ -283,6 +283,23 @@ class DraftAhead:
                 self.steady = (int(vp[VP_CTX_LEN]) + committed, int(vp[VP_OUT_LEN]) + committed, got)
         else:
             mirror.source = None
+
+    def looped(self, cache_len_out: int, found: int) -> None:
+        """A step the native loop ran on past (``fc_verify_propose_loop``, logged), after the drafter observed it: what
+        :meth:`observed` and :meth:`next_tree` keep of it in Python (the cache mirror's length, the drafter's and the
+        cache's counts of the tree it drafted: ``found`` >= 0, fc_propose's result); the loop did the rest in C."""
+        drafter = self.drafter
+        cache = drafter.cache
+        mirror = cache.mirror
+        if cache_len_out == len(cache._buf) and cache._buf is mirror.source:
+            mirror.length = cache_len_out
+        else:
+            mirror.source = None
+        cache.lookups += 1  # as _after_propose for a tree fc_propose built
+        if found >= SKIPPED:
+            drafter.skipped += 1
+        elif found >= CACHE_HIT:
+            cache.hits += 1
 
     def _curve_fields(self, cost, n_ctx: int, sc) -> tuple[tuple[int, int, int, int], np.ndarray | None]:
         """vp's cost-curve fields for contexts from ``n_ctx`` tokens (kept per curve and bucket): where ``cost``

@@ -33,6 +33,9 @@ from .layer import FusedPlan, mask_args, point_at_cache
 from .linear import sync_threads
 from .propose import BuilderTree
 from .screened_head import ScreenedHead
+from .step_loop import (LOG_EXACT, LOG_HEAD_LEARNED, LOG_LEARNED, LOG_N, LP_KEYS, LP_KV_CAPACITY, LP_LAST_N,
+                        LP_LAST_PAST, LP_MASK_FLOATS, LP_MAX_ROWS, LP_MAX_STEPS, LP_SOURCES, LP_STEPS, StepLoop,
+                        step_loop_on)
 
 _KBUF = operator.attrgetter("_kbuf")
 _VBUF = operator.attrgetter("_vbuf")
@@ -448,6 +451,26 @@ class BoundVerify:
         self.epoch = buffers_epoch()  # after _ready, which may have grown the buffers
         return True
 
+    def _point_fields(self, tree, n: int, scratch, ahead) -> tuple[bool, bool]:
+        """The fields of a fused call on ``tree`` (``n`` nodes): vp's buffers (``scratch``'s), the learning fields (a
+        tree in the builder's outputs: its keys and sources there; else copied into the scratch with its tokens and
+        parents). Returns ``(ready, estimated)``: whether the call learns its estimates (as :meth:`_learn_args`: the
+        hits alone where there is no estimator), and whether the estimator's arrays are pointed at."""
+        vp, la = ahead.vp, self.la
+        if scratch is not ahead.scratch:
+            vp[0:6] = [scratch.tokens_ptr, scratch.parents_ptr, *scratch.verify_ptrs]
+            ahead.scratch = scratch
+        estimated = self.estimator is not None and self._estimator_pointed()
+        if type(tree) is BuilderTree:
+            keys, sources = ahead.builder_fields(tree.scratch)
+            la[0], la[1] = (keys if estimated else 0), sources
+            return self.estimator is None or estimated, estimated
+        ready = self._learn_args(tree, scratch, n)
+        if n:
+            scratch.tokens[:n] = tree.tokens
+            scratch.parents[:n] = tree.parents
+        return ready, estimated
+
     def verify_draft(self, pending: int, tree, past: int, ahead) -> tuple[list[int], list[int], bool, bool]:
         """:meth:`__call__`, then the next step's drafting in the same native call (``fc_verify_propose``): ``ahead``
         an :class:`engine.native.draft_ahead.DraftAhead` made :meth:`~engine.native.draft_ahead.DraftAhead.ready` for
@@ -464,20 +487,8 @@ class BoundVerify:
             return (*self.fallback(pending, tree.tree() if in_builder else tree, past), False)
         scratch = step._scratch(rows, rows * (past + rows) if n else 0)
         sync_threads(step.lib)
-        vp, la = ahead.vp, self.la
-        if scratch is not ahead.scratch:
-            vp[0:6] = [scratch.tokens_ptr, scratch.parents_ptr, *scratch.verify_ptrs]
-            ahead.scratch = scratch
-        if in_builder:
-            estimated = self.estimator is not None and self._estimator_pointed()
-            ready = self.estimator is None or estimated  # as _learn_args: the hits alone where there is no estimator
-            keys, sources = ahead.builder_fields(tree.scratch)
-            la[0], la[1] = (keys if estimated else 0), sources
-        else:
-            ready = self._learn_args(tree, scratch, n)
-            if n:
-                scratch.tokens[:n] = tree.tokens
-                scratch.parents[:n] = tree.parents
+        vp = ahead.vp
+        ready, _ = self._point_fields(tree, n, scratch, ahead)
         if ahead.from_builder is not in_builder:
             vp[6] = ahead.from_builder = in_builder
         args = ahead.args
@@ -494,6 +505,76 @@ class BoundVerify:
             return (*self._walked_here(got, scratch, tree.tree() if in_builder else tree, pending, past, rows),
                     False, False)
         return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned, True)
+
+    def verify_loop(self, pending: int, tree, past: int, ahead, loop: "StepLoop"
+                    ) -> tuple[list[int], list[int], bool, bool, list]:
+        """:meth:`verify_draft`, then, while the step leaves the decoder nothing to do in Python before the next one,
+        that next step in the same native call, up to ``loop.max_steps`` steps (``fc_verify_propose_loop``; the steps'
+        conditions are in draft_ahead.c). Returns ``(path, committed, learned, drafted, logged)``: the last step's as
+        :meth:`verify_draft` returns them, and ``logged`` the steps before it, each ``(n, got, first_source,
+        propose_ns, found, cache_len_out, committed)`` (its tree's nodes, the accepted draft tokens, the first
+        accepted node's source bits, the next tree's drafting in ns, fc_propose's result for it, the cache mirror's
+        length after its observation, the committed tokens): the caller replays their bookkeeping in order. This
+        verifier's own (the screen's counts, the draft head's learned count) is done here; ``loop.last_n`` is the
+        last step's tree size."""
+        n = len(tree)
+        rows = n + 1
+        in_builder = type(tree) is BuilderTree
+        if rows > self.max_rows or self.la_ptr is None or ahead.sc is None or self._stale(rows, past):
+            loop.last_n = n
+            return (*self.verify_draft(pending, tree, past, ahead), [])
+        step = self.step
+        scratch = step._scratch(rows, rows * (past + rows) if n else 0)
+        sync_threads(step.lib)
+        vp, lp = ahead.vp, loop.lp
+        ready, estimated = self._point_fields(tree, n, scratch, ahead)
+        keys, sources = ahead.builder_fields(ahead.sc)
+        vp[6] = in_builder
+        later_ready = self.estimator is None or estimated  # the next trees are the builder's
+        lp[LP_MAX_STEPS] = loop.max_steps if later_ready else 1
+        lp[LP_MAX_ROWS], lp[LP_MASK_FLOATS], lp[LP_KV_CAPACITY] = min(self.max_rows, scratch.rows), scratch.floats, \
+            self.capacity
+        lp[LP_KEYS], lp[LP_SOURCES] = (keys if estimated else 0), sources
+        args = ahead.args
+        if ahead.lock is None:
+            got = step.lib.fc_verify_propose_loop(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
+                                                  *args.addresses, ahead.vp_ptr, loop.lp_ptr)
+        else:
+            with ahead.lock:  # another thread's add may replace the history's buffer (held for the steps)
+                ahead.history_len()
+                got = step.lib.fc_verify_propose_loop(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
+                                                      *args.addresses, ahead.vp_ptr, loop.lp_ptr)
+        k, n_last, past_last = int(lp[LP_STEPS]), int(lp[LP_LAST_N]), int(lp[LP_LAST_PAST])
+        loop.last_n = n_last
+        logged = loop.logged(k) if k else []
+        if k:
+            loop.last_tree = BuilderTree(ahead.sc, n_last)
+            ahead.from_builder = True
+            screen = step.screen
+            for i, rec in enumerate(loop.log[:k].tolist()):
+                screen.rows += rec[LOG_N] + 1
+                screen.exact += rec[LOG_EXACT]
+                if (ready if i == 0 else later_ready) and rec[LOG_LEARNED] and self.head is not None:
+                    self.head.learned += rec[LOG_HEAD_LEARNED]
+            ready = later_ready
+            pending = logged[-1][-1][-1]
+        else:
+            ahead.from_builder = in_builder
+        learned = self._learned(ready)
+        rows = n_last + 1
+        if got < 0:  # as __call__ (nothing drafted)
+            if k:
+                tree = loop.last_tree
+            return (*self._walked_here(got, scratch, tree.tree() if type(tree) is BuilderTree else tree, pending,
+                                       past_last, rows), False, False, logged)
+        return (*step._verified(got, scratch, self.layers, past_last, rows, self.kept), learned, True, logged)
+
+    def step_loop(self, need_counted: bool, touch: np.ndarray | None) -> "StepLoop | None":
+        """A generation's :class:`StepLoop` for :meth:`verify_loop` (arguments as its), or None where steps do not run
+        back to back (no learning call, or ``$FASTCODER_STEP_LOOP`` is 0)."""
+        if self.la_ptr is None or not step_loop_on():
+            return None
+        return StepLoop(self.max_rows, need_counted, touch)
 
     def __call__(self, pending: int, tree, past: int) -> tuple[list[int], list[int], bool]:
         n = len(tree)
@@ -515,3 +596,4 @@ class BoundVerify:
         if got < 0:  # no memory (raises), or the whole head's tokens: walked here (nothing learned: C walked nothing)
             return (*self._walked_here(got, scratch, tree, pending, past, rows), False)
         return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned)
+

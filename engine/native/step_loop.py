@@ -1,0 +1,66 @@
+"""fastcoder's greedy steps back to back in one native call (``fc_verify_propose_loop`` in draft_ahead.c): the fields
+of :meth:`engine.native.step.BoundVerify.verify_loop` and its log of the steps it ran before its last, which the
+decoder replays (:meth:`engine.generation.Generation._replay`).
+
+Between two fused steps (``fc_verify_propose``: the verification and the next tree's drafting) the decoder spent
+~200-250 us of Python with the caches cold after the forward: the weights' and the KV cache's stream evicts the
+interpreter's objects and code (2026-11-29, 2-core AMD EPYC: ``sync_threads`` 10.8 us cold against 0.47 us warm,
+``BoundVerify._stale`` 16.3 against 3.5; ``benchmarks/results/2026-11-29d/``). Where a step leaves the decoder
+nothing to decide before the next one, the loop runs it at once.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+#: fc_verify_propose_loop's fields (LP_* in draft_ahead.c) and its log's (LOG_*).
+(LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTED, LP_LOG, LP_LOG_STRIDE, LP_STEPS, LP_KEYS,
+ LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_FIELDS) = range(15)
+(LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LEN_OUT, LOG_EXACT, LOG_LEARNED,
+ LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_COMMITTED) = range(11)
+#: ``0``: every fastcoder step returns to Python (:class:`StepLoop` not used).
+STEP_LOOP_ENV = "FASTCODER_STEP_LOOP"
+#: Steps one loop call runs at most: a cancel or deadline waits for them (~4 ms a step here: <= ~32 ms).
+LOOP_STEPS = 8
+
+
+def step_loop_on() -> bool:
+    """Whether fastcoder's steps run back to back in one native call where they can (``$FASTCODER_STEP_LOOP`` not
+    ``0``)."""
+    return os.environ.get(STEP_LOOP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class StepLoop:
+    """A generation's fields for :meth:`engine.native.step.BoundVerify.verify_loop` (``fc_verify_propose_loop``'s ``lp`` and its log).
+
+    Args:
+        max_rows: rows a step's forward takes at most (the log holds that many committed tokens a step).
+        need_counted: whether a step must have been learned in the call to continue (the draft head fed there).
+        touch: None, or a (V,) uint8 table of the tokens that share a byte with a stop string (a step committing one
+            ends the loop: the decoder searches for the stop strings in Python).
+        max_steps: steps a call runs at most (None: :data:`LOOP_STEPS`).
+    """
+
+    def __init__(self, max_rows: int, need_counted: bool, touch: np.ndarray | None, max_steps: int | None = None):
+        self.max_steps = max_steps = LOOP_STEPS if max_steps is None else max_steps
+        self.stride = LOG_COMMITTED + max_rows + 1
+        self.log = np.zeros((max_steps, self.stride), dtype=np.int64)
+        self.lp = np.zeros(LP_FIELDS, dtype=np.int64)
+        self.lp_ptr = self.lp.ctypes.data
+        self.touch = touch
+        lp = self.lp
+        lp[LP_NEED_COUNTED], lp[LP_LOG], lp[LP_LOG_STRIDE] = int(need_counted), self.log.ctypes.data, self.stride
+        lp[LP_TOUCH], lp[LP_N_TOUCH] = (0, 0) if touch is None else (touch.ctypes.data, len(touch))
+        self.last_n = 0
+        self.last_tree = None  # the last step's tree (in the builder's outputs) after a call that ran several
+
+    def logged(self, k: int) -> list:
+        """The first ``k`` logged steps as :meth:`BoundVerify.verify_loop` returns them."""
+        out = []
+        for rec in self.log[:k].tolist():
+            m = rec[LOG_COMMITTED_N]
+            out.append((rec[LOG_N], rec[LOG_GOT], rec[LOG_FIRST_SOURCE], rec[LOG_PROPOSE_NS], rec[LOG_FOUND],
+                        rec[LOG_CACHE_LEN_OUT], rec[LOG_COMMITTED:LOG_COMMITTED + m]))
+        return out

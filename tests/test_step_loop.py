@@ -1,0 +1,101 @@
+"""fastcoder's steps back to back in one native call (``fc_verify_propose_loop``; BoundVerify.verify_loop, StepLoop,
+Generation._replay): the same output, trees, accepted lengths and drafter state as one call a step, with several
+steps run in a call, none past a token that may complete a stop string."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.datastore import Datastore
+from engine.decoder import SpeculativeDecoder
+from engine.native import library
+from engine.native import step as native_step
+from engine.native import step_loop as native_loop
+from engine.stops import stop_touching
+
+pytestmark = pytest.mark.skipif(library() is None, reason="no C compiler: the native step is not built here")
+
+CASES = ((None, 64), (["\n"], 32), (["\n\n"], 64), (None, 5))
+STOP_CASES = CASES[1:3]
+_REAL_MAKE, _REAL_LOOP = SpeculativeDecoder._make_drafter, native_step.BoundVerify.verify_loop
+
+
+def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES) -> tuple[list, list, list]:
+    """Each prompt x ``cases`` through a fresh fastcoder decoder: (results, drafters, the committed tokens of the
+    steps each loop call logged)."""
+    monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "1" if loop else "0")
+    drafters, calls = [], []
+    real_make, real_loop = _REAL_MAKE, _REAL_LOOP
+
+    def make(self, cache, greedy=True, line=False):
+        d = real_make(self, cache, greedy, line)
+        drafters.append(d)
+        return d
+
+    def verify_loop(self, pending, tree, past, ahead, step_loop):
+        got = real_loop(self, pending, tree, past, ahead, step_loop)
+        calls.append([rec[-1] for rec in got[4]])
+        return got
+    monkeypatch.setattr(SpeculativeDecoder, "_make_drafter", make)
+    monkeypatch.setattr(native_step.BoundVerify, "verify_loop", verify_loop)
+    options = {} if stores is None else {"repo_datastore": stores[0](), "common_datastore": stores[1]()}
+    dec = SpeculativeDecoder(tiny_coder, "fastcoder", **options)
+    results = [dec.generate(ids, max_new_tokens=max_new, stop=stop) for ids in prompts for stop, max_new in cases]
+    return results, drafters, calls
+
+
+def _state(results, drafters) -> list:
+    out = [(r.text, r.token_ids, r.finish_reason, r.stats["draft_sizes"], r.stats["accepted_lengths"])
+           for r in results]
+    return out + [(d.cache.lookups, d.cache.hits, d.skipped, list(d.cache._buf), d._chunk_from) for d in drafters]
+
+
+def test_steps_run_back_to_back_as_one_call_a_step(tiny_coder, real_code_prompts, monkeypatch):
+    """Whole functions, line and block completions (stops "\\n", "\\n\\n") and a few tokens: ar's text, tokens and
+    finish reason; the same trees (sizes), accepted lengths, drafter counts and cache as without the loop; calls
+    that ran several steps, and no logged step committed a token sharing a byte with the stop string."""
+    prompts = [ids for _, ids in real_code_prompts[:4]]
+    ar = SpeculativeDecoder(tiny_coder, "ar")
+    want = [ar.generate(ids, max_new_tokens=max_new, stop=stop) for ids in prompts for stop, max_new in CASES]
+    looped, drafters, calls = _run(tiny_coder, prompts, monkeypatch, True)
+    assert [(r.text, r.token_ids, r.finish_reason) for r in looped] == \
+        [(r.text, r.token_ids, r.finish_reason) for r in want]
+    single, single_drafters, single_calls = _run(tiny_coder, prompts, monkeypatch, False)
+    assert not single_calls  # switched off: no loop call
+    assert _state(looped, drafters) == _state(single, single_drafters)
+    steps = [len(c) for c in calls]
+    assert max(steps) >= 3 and sum(steps) >= len(steps) // 2, steps  # several steps in a call, often
+    touching = stop_touching(["\n"], tiny_coder)
+    assert any(tok in touching for c in calls for committed in c for tok in committed)  # no stop: newlines looped
+    _, _, stop_calls = _run(tiny_coder, prompts, monkeypatch, True, cases=STOP_CASES)
+    assert any(stop_calls) and not any(tok in touching for c in stop_calls for committed in c for tok in committed)
+
+
+def test_steps_back_to_back_with_the_datastores_keep_their_counts(tiny_coder, real_code_prompts, monkeypatch):
+    """With D_r and D_c (a datastores' turn ends a loop: its counts are Python's): the same text, trees, accepted
+    lengths, counts and cache as one call a step."""
+    docs = [list(ids) for _, ids in real_code_prompts]
+    stores = (lambda: Datastore.from_documents([d[:200] for d in docs[4:6]], tiny_coder.vocab_size),
+              lambda: Datastore.from_documents([d[:200] for d in docs[6:]], tiny_coder.vocab_size))
+    prompts = [d[:len(d) // 2][-300:] for d in docs[:3]]
+    looped, drafters, calls = _run(tiny_coder, prompts, monkeypatch, True, stores)
+    single, single_drafters, _ = _run(tiny_coder, prompts, monkeypatch, False, stores)
+    assert _state(looped, drafters) == _state(single, single_drafters)
+    assert any(len(c) >= 2 for c in calls)
+
+
+def test_a_loop_runs_at_most_its_steps(tiny_coder, real_code_prompts, monkeypatch):
+    """StepLoop.max_steps bounds a call (a cancel or deadline waits for at most that many steps)."""
+    monkeypatch.setattr(native_loop, "LOOP_STEPS", 3)
+    prompts = [ids for _, ids in real_code_prompts[:2]]
+    _, _, calls = _run(tiny_coder, prompts, monkeypatch, True)
+    assert calls and max(len(c) for c in calls) == 2  # two logged, the third the call's last
+
+
+def test_a_step_loops_log_holds_every_row():
+    """A StepLoop's log holds a step's committed tokens for every row the forward may take."""
+    loop = native_loop.StepLoop(max_rows=17, need_counted=True, touch=np.zeros(8, dtype=np.uint8), max_steps=4)
+    assert loop.log.shape == (4, native_loop.LOG_COMMITTED + 18)
+    assert loop.lp[native_loop.LP_NEED_COUNTED] == 1 and loop.lp[native_loop.LP_N_TOUCH] == 8
+    assert loop.logged(0) == []
