@@ -336,7 +336,7 @@ class Generation:
                                                                                        ahead), ()
             spent = ahead.drafting_s() if drafted else 0.0
             if logged:
-                spent += sum(rec[3] for rec in logged) * 1e-9
+                spent += sum(step.propose_ns for step in logged) * 1e-9
                 tree = self.loop.last_tree
             self.forward_s += time.perf_counter() - t_forward - spent
             self.retrieval_s += spent
@@ -380,15 +380,16 @@ class Generation:
         committed context, its pending token last)."""
         drafter, ahead, context = self.drafter, self.ahead, self.context
         t = time.perf_counter()
-        for i, (_, got, first_source, _, found, cache_len_out, committed) in enumerate(logged):
-            drafter.observe_path(context[:self.n_ctx], first_source, got, committed)
-            ahead.looped(cache_len_out, found)
-            self.accepted_lengths.append(len(committed))
-            m = len(committed)
-            context[self.n_ctx:self.n_ctx + m] = committed
+        for i, step in enumerate(logged):
+            drafter.observe_path(context[:self.n_ctx], step.first_source, step.got, step.committed)
+            ahead.looped(step.cache_len_out)
+            m = len(step.committed)
+            self.accepted_lengths.append(m)
+            context[self.n_ctx:self.n_ctx + m] = step.committed
             self.n_ctx += m
-            self.out.extend(committed)
-            self.draft_sizes.append(logged[i + 1][0] if i + 1 < len(logged) else self.loop.last_n)
+            self.out.extend(step.committed)
+            ahead.looped_tree(step.found, step.retrieved, step.stores, context[:self.n_ctx])
+            self.draft_sizes.append(logged[i + 1].n if i + 1 < len(logged) else self.loop.last_n)
         self.retrieval_s += time.perf_counter() - t
         return context[:self.n_ctx]
 

@@ -11,6 +11,7 @@ from engine.datastore import Datastore
 from engine.decoder import SpeculativeDecoder
 from engine.native import library
 from engine.native import step as native_step
+from engine.native import draft_ahead as native_ahead
 from engine.native import step_loop as native_loop
 from engine.stops import stop_touching
 
@@ -25,7 +26,7 @@ def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES)
     """Each prompt x ``cases`` through a fresh fastcoder decoder: (results, drafters, the committed tokens of the
     steps each loop call logged)."""
     monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "1" if loop else "0")
-    drafters, calls = [], []
+    drafters, calls, turns = [], [], []
     real_make, real_loop = _REAL_MAKE, _REAL_LOOP
 
     def make(self, cache, greedy=True, line=False):
@@ -35,20 +36,24 @@ def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES)
 
     def verify_loop(self, pending, tree, past, ahead, step_loop):
         got = real_loop(self, pending, tree, past, ahead, step_loop)
-        calls.append([rec[-1] for rec in got[4]])
+        calls.append([step.committed for step in got[4]])
+        turns.extend(step.retrieved for step in got[4])
         return got
     monkeypatch.setattr(SpeculativeDecoder, "_make_drafter", make)
     monkeypatch.setattr(native_step.BoundVerify, "verify_loop", verify_loop)
     options = {} if stores is None else {"repo_datastore": stores[0](), "common_datastore": stores[1]()}
     dec = SpeculativeDecoder(tiny_coder, "fastcoder", **options)
     results = [dec.generate(ids, max_new_tokens=max_new, stop=stop) for ids in prompts for stop, max_new in cases]
+    _run.turns = turns
     return results, drafters, calls
 
 
 def _state(results, drafters) -> list:
     out = [(r.text, r.token_ids, r.finish_reason, r.stats["draft_sizes"], r.stats["accepted_lengths"])
            for r in results]
-    return out + [(d.cache.lookups, d.cache.hits, d.skipped, list(d.cache._buf), d._chunk_from) for d in drafters]
+    return out + [(d.cache.lookups, d.cache.hits, d.skipped, list(d.cache._buf), d._chunk_from, sorted(d.missing),
+                   d.missing_changes, *((s.searches, s.incremental, s.key and s.key[1:], s.length, s.match)
+                                        for s in (d.repo_state, d.common_state) if s is not None)) for d in drafters]
 
 
 def test_steps_run_back_to_back_as_one_call_a_step(tiny_coder, real_code_prompts, monkeypatch):
@@ -73,16 +78,38 @@ def test_steps_run_back_to_back_as_one_call_a_step(tiny_coder, real_code_prompts
 
 
 def test_steps_back_to_back_with_the_datastores_keep_their_counts(tiny_coder, real_code_prompts, monkeypatch):
-    """With D_r and D_c (a datastores' turn ends a loop: its counts are Python's): the same text, trees, accepted
-    lengths, counts and cache as one call a step."""
+    """With D_r and D_c: the datastores' turns taken inside a loop (searched, or skipped by the missing table) leave
+    the same text, trees, accepted lengths, counts, cache, missing table and match states as one call a step."""
     docs = [list(ids) for _, ids in real_code_prompts]
-    stores = (lambda: Datastore.from_documents([d[:200] for d in docs[4:6]], tiny_coder.vocab_size),
-              lambda: Datastore.from_documents([d[:200] for d in docs[6:]], tiny_coder.vocab_size))
+    # D_r holds the prompts' files (searches answer: the loop takes those turns), D_c other files' starts
+    stores = (lambda: Datastore.from_documents(docs[:4], tiny_coder.vocab_size),
+              lambda: Datastore.from_documents([d[:200] for d in docs[4:]], tiny_coder.vocab_size))
     prompts = [d[:len(d) // 2][-300:] for d in docs[:3]]
     looped, drafters, calls = _run(tiny_coder, prompts, monkeypatch, True, stores)
+    turns = _run.turns
     single, single_drafters, _ = _run(tiny_coder, prompts, monkeypatch, False, stores)
     assert _state(looped, drafters) == _state(single, single_drafters)
     assert any(len(c) >= 2 for c in calls)
+    assert native_ahead.SEARCHED in turns, turns  # a search inside a loop
+
+
+def test_misses_noted_inside_a_loop_skip_the_datastores_as_one_call_a_step(tiny_coder, monkeypatch):
+    """Prompts of a few tokens and newlines, D_r and D_c of other tokens: the searches miss and the misses recur (a
+    miss ends a loop: Python notes it in the missing table, which later turns skip on): the same state as one call a
+    step."""
+    rng = np.random.default_rng(0)
+    newlines = [int(t) for t in np.flatnonzero(tiny_coder.token_info.ends_with_newline_ws)[:3]]
+    pool = rng.choice(tiny_coder.vocab_size, 12, replace=False).tolist() + newlines
+    other = [t for t in range(tiny_coder.vocab_size) if t not in pool][:200]
+    repo_doc, common_doc = rng.choice(other, 300).tolist(), rng.choice(other, 300).tolist()
+    stores = (lambda: Datastore.from_documents([repo_doc], tiny_coder.vocab_size),
+              lambda: Datastore.from_documents([common_doc], tiny_coder.vocab_size))
+    prompts = [rng.choice(pool, 300).tolist() for _ in range(4)]
+    looped, drafters, _ = _run(tiny_coder, prompts, monkeypatch, True, stores, cases=((None, 128),))
+    turns = _run.turns
+    single, single_drafters, _ = _run(tiny_coder, prompts, monkeypatch, False, stores, cases=((None, 128),))
+    assert _state(looped, drafters) == _state(single, single_drafters)
+    assert any(d.missing for d in drafters) and any(d.repo_state.searches for d in drafters)
 
 
 def test_a_loop_runs_at_most_its_steps(tiny_coder, real_code_prompts, monkeypatch):

@@ -158,6 +158,9 @@ def longest_length(probe: Callable[[int], object], q_len: int, n_min: int, hi: i
 #: its tail's length, the bound, the match (n, left, count), the last search's probes and whether it started
 #: from the state, then the tail.
 _LENGTH, _TAIL_LEN, _BOUND, _N, _LEFT, _COUNT, _PROBES, _INCREMENTAL, _TAIL = range(9)
+#: Where a MatchState's buffer holds a C search's 5 outputs (n, left, count, probes, incremental), in int64s: read
+#: by the native step loop (engine.native.step_loop) to log each search it runs.
+MATCH_OUT_OFFSET = _N
 #: The longest ``n_max`` (tokens) the native search serves (``TAIL_MAX`` in datastore.c).
 NATIVE_TAIL_MAX = 64
 #: Context tokens the native search is handed at most (appended since the last search + ``n_max``); a longer
@@ -300,11 +303,12 @@ class MatchState:
         """Whether the state's buffer holds the last search under ``key`` (else a C search starts afresh)."""
         return self._in_buffer and key == self.key
 
-    def searched_native(self, key, ctx_len: int) -> tuple[int, int, int, int]:
+    def searched_native(self, key, ctx_len: int, out: list[int] | None = None) -> tuple[int, int, int, int]:
         """The bookkeeping after a C search (``fc_ds_search``, or ``fc_ds_retrieve`` from
-        :mod:`engine.native.propose`) wrote this state's buffer for a context of ``ctx_len`` tokens under ``key``.
+        :mod:`engine.native.propose`) wrote this state's buffer for a context of ``ctx_len`` tokens under ``key``
+        (``out``: that search's 5 outputs, as logged by the native step loop when later searches followed it).
         Returns (n, left, count, probes) as :meth:`search_native`."""
-        n, left, count, probes, incremental = self._out.tolist()
+        n, left, count, probes, incremental = self._out.tolist() if out is None else out
         self.searches += 1
         self.incremental += incremental
         self.key, self.length, self._in_buffer = key, ctx_len, True

@@ -262,10 +262,39 @@ int64_t fc_draft_ahead(const int64_t *pa, const double *pd, int64_t *vp) {
 
 /* fc_verify_propose_loop's fields (lp, int64). */
 enum { LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTED, LP_LOG, LP_LOG_STRIDE, LP_STEPS,
-       LP_KEYS, LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_FIELDS };
-/* A step's record in the loop's log (int64, LP_LOG_STRIDE apart): then its committed tokens. */
+       LP_KEYS, LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_OUT_OFFSET, LP_NOTE_MISS, LP_FIELDS };
+/* A step's record in the loop's log (int64, LP_LOG_STRIDE apart): then its committed tokens. LOG_STORES: after a
+   datastores' search (LOG_RETRIEVED), per store j the 5 outputs its MatchState's buffer holds (from
+   lp[LP_OUT_OFFSET]: n, left, count, probes, incremental) and its rows found (field 6 of its retrieve fields). */
 enum { LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LEN_OUT, LOG_EXACT, LOG_LEARNED,
-       LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_COMMITTED };
+       LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_RETRIEVED, LOG_STORES, LOG_COMMITTED = LOG_STORES + 12 };
+
+/* After a step whose next tree took the datastores' turn (vp[VP_RETRIEVED]): the turn's outputs into the step's log
+   record and what DraftAhead._turn_taken and the next DraftAhead.ready would change for the steps after, done here:
+   a searched store's MatchState holds its search (its "fresh" bit 2 + j in vp[VP_STORES] cleared), and a context
+   neither store continued (ctx[0..len), pa[0]) goes into the missing table where FastCoderDrafter.note_miss would put
+   it (lp[LP_NOTE_MISS]: the strategy on and a datastore given). Returns 0
+   where the loop must stop instead (a coin drawn: Python draws the next; the missing table without room). */
+static int turn_taken(int64_t *vp, const int64_t *pa, const int64_t *lp, int64_t *rec) {
+    int64_t turn = vp[VP_RETRIEVED];
+    rec[LOG_RETRIEVED] = turn;
+    if (turn & RETRIEVED_COIN) return 0;
+    if (turn != RETRIEVED_SEARCHED) return turn == RETRIEVED_SKIP_MISSING;
+    const int64_t *ra = (const int64_t *)(intptr_t)pa[27];
+    int64_t stores = vp[VP_STORES], rows = 0;
+    for (int j = 0; j < 2; j++) {
+        int64_t *out = rec + LOG_STORES + 6 * j;
+        memset(out, 0, 6 * sizeof(int64_t));
+        if (!(stores >> j & 1)) continue;
+        memcpy(out, (const int64_t *)(intptr_t)ra[RETRIEVE_FIELDS * j + 1] + lp[LP_OUT_OFFSET], 5 * sizeof(int64_t));
+        out[5] = ra[RETRIEVE_FIELDS * j + 6];
+        rows += out[5] > 0;
+        stores &= ~((int64_t)4 << j);
+    }
+    if (!rows && lp[LP_NOTE_MISS]) return 0; /* a miss for the missing table: Python notes it (note_miss) */
+    vp[VP_STORES] = stores;
+    return 1;
+}
 
 /* Several fastcoder steps in one call: fc_verify_propose, and while the step it ran left the decoder nothing to do in
    Python before the next one, that next step at once, on the tree the call drafted (verified in place in the builder's
@@ -276,16 +305,18 @@ enum { LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LE
    start, as DraftAhead.ready's steady case), the tree taken from the builder (its learning fields lp[LP_KEYS],
    lp[LP_SOURCES]). Python then replays each logged step's bookkeeping (the output, the drafter's list cache, the
    counts) in order, warm, and handles the last step as after one call.
-   A step continues the loop only where the call drafted the next tree itself (vp[VP_FOUND] >= 0, no datastores' turn,
-   its cut known: vp[VP_NEXT_N] >= 0), observed the step in the mirror (vp[VP_CACHE_LEN_OUT] >= 0), learned it where the
-   draft head needs it (lp[LP_NEED_COUNTED]: learn[11] set), committed no token that shares a byte with a stop string
-   (lp[LP_TOUCH]: (lp[LP_N_TOUCH],) uint8 table; 0: no stop strings), stays inside the cost curve's bucket
-   (vp[VP_BUCKET_END]), and the next tree fits the step's scratch (lp[LP_MAX_ROWS] rows, lp[LP_MASK_FLOATS] mask
-   entries) and the KV cache (lp[LP_KV_CAPACITY] entries); and at most lp[LP_MAX_STEPS] steps run. The steps before the
-   last are logged (lp[LP_LOG], lp[LP_LOG_STRIDE] int64 each: LOG_*, the committed tokens last), their count written to
-   lp[LP_STEPS], the last step's tree size and KV-cache entries before it to lp[LP_LAST_N] and lp[LP_LAST_PAST]; vp
-   and the step's buffers hold the last step's results as after one fc_verify_propose. Arguments otherwise as
-   fc_verify_propose's (pending, n, past: the first step's). Returns the last step's as it does. */
+   A step continues the loop only where the call drafted the next tree itself (vp[VP_FOUND] >= 0, its cut known:
+   vp[VP_NEXT_N] >= 0; after a datastores' turn only where turn_taken keeps what Python would, logged for its
+   replay), observed the step in the mirror (vp[VP_CACHE_LEN_OUT] >= 0), learned it where the draft head needs it
+   (lp[LP_NEED_COUNTED]: learn[11] set), committed no token that shares a byte with a stop string (lp[LP_TOUCH]:
+   (lp[LP_N_TOUCH],) uint8 table; 0: no stop strings), stays inside the cost curve's bucket (vp[VP_BUCKET_END]), and
+   the next tree fits the step's scratch (lp[LP_MAX_ROWS] rows, lp[LP_MASK_FLOATS] mask entries) and the KV cache
+   (lp[LP_KV_CAPACITY] entries); and at most lp[LP_MAX_STEPS] steps run. The steps before the last are logged
+   (lp[LP_LOG], lp[LP_LOG_STRIDE] int64 each: LOG_*, the committed tokens last), their count written to lp[LP_STEPS],
+   the last step's tree size and KV-cache entries before it to lp[LP_LAST_N] and lp[LP_LAST_PAST]; vp and the step's
+   buffers hold the last step's results as after one fc_verify_propose. Arguments otherwise as fc_verify_propose's
+   (pending, n, past: the first step's). Returns the last step's as it does.
+   */
 int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pending, int64_t n, int64_t past,
                                int64_t *learn, const int64_t *pa, const double *pd, int64_t *vp, int64_t *lp) {
     const uint8_t *touch = (const uint8_t *)(intptr_t)lp[LP_TOUCH];
@@ -298,8 +329,7 @@ int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pend
         lp[LP_LAST_PAST] = past;
         int64_t got = fc_verify_propose(sa, sd, pending, n, past, learn, pa, pd, vp);
         if (got < 0 || s + 1 >= lp[LP_MAX_STEPS]) return got;
-        if (vp[VP_FOUND] < 0 || vp[VP_RETRIEVED] || vp[VP_NEXT_N] < 0 || vp[VP_CACHE_LEN_OUT] < 0
-            || (lp[LP_NEED_COUNTED] && !learn[11]))
+        if (vp[VP_FOUND] < 0 || vp[VP_NEXT_N] < 0 || vp[VP_CACHE_LEN_OUT] < 0 || (lp[LP_NEED_COUNTED] && !learn[11]))
             return got;
         int64_t m = got + 1, ctx_len = vp[VP_CTX_LEN] + m, next_n = vp[VP_NEXT_N], rows = next_n + 1;
         if (ctx_len >= vp[VP_BUCKET_END] || rows > lp[LP_MAX_ROWS] || past + m + rows > lp[LP_KV_CAPACITY]
@@ -309,6 +339,8 @@ int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pend
             for (int64_t j = 0; j < m; j++)
                 if (committed[j] < 0 || committed[j] >= lp[LP_N_TOUCH] || touch[committed[j]]) return got;
         int64_t *rec = log + s * lp[LP_LOG_STRIDE];
+        rec[LOG_RETRIEVED] = 0;
+        if (vp[VP_RETRIEVED] && !turn_taken(vp, pa, lp, rec)) return got;
         rec[LOG_GOT] = got;
         rec[LOG_N] = n;
         rec[LOG_FIRST_SOURCE] = vp[VP_FIRST_SOURCE];

@@ -284,19 +284,32 @@ class DraftAhead:
         else:
             mirror.source = None
 
-    def looped(self, cache_len_out: int, found: int) -> None:
-        """A step the native loop ran on past (``fc_verify_propose_loop``, logged), after the drafter observed it: what
-        :meth:`observed` and :meth:`next_tree` keep of it in Python (the cache mirror's length, the drafter's and the
-        cache's counts of the tree it drafted: ``found`` >= 0, fc_propose's result); the loop did the rest in C."""
-        drafter = self.drafter
-        cache = drafter.cache
+    def looped(self, cache_len_out: int) -> None:
+        """A step the native loop ran on past (``fc_verify_propose_loop``, logged), after the drafter observed it: the
+        cache mirror's length, as :meth:`observed` keeps it (the loop did the rest of that in C)."""
+        cache = self.drafter.cache
         mirror = cache.mirror
         if cache_len_out == len(cache._buf) and cache._buf is mirror.source:
             mirror.length = cache_len_out
         else:
             mirror.source = None
-        cache.lookups += 1  # as _after_propose for a tree fc_propose built
-        if found >= SKIPPED:
+
+    def looped_tree(self, found: int, retrieved: int, stores: list, context: np.ndarray) -> None:
+        """What :meth:`next_tree` keeps in Python of the tree the native loop drafted after a step it ran on past
+        (``found`` >= 0: fc_propose's result, ``context`` the committed context it was drafted after): the drafter's
+        and the cache's counts, and after a datastores' turn (``retrieved``: ``vp[VP_RETRIEVED]``, no coin drawn) the
+        stores' and their MatchStates' bookkeeping from the logged outputs (``stores``: 6 per store), the missing
+        table's key, as :meth:`_turn_taken` does."""
+        drafter = self.drafter
+        cache = drafter.cache
+        cache.lookups += 1
+        if retrieved:
+            self.armed = None  # the stores' states moved
+            if retrieved == SEARCHED:
+                _searched(drafter, None, self.searched, tuple(context[-2:].tolist()), len(context), stores)
+            else:
+                drafter.skipped += 1
+        elif found >= SKIPPED:  # as _after_propose for a tree fc_propose built
             drafter.skipped += 1
         elif found >= CACHE_HIT:
             cache.hits += 1

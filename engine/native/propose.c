@@ -348,7 +348,6 @@ int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t
      2 the rows' buffer ((max_matches, draft_len) int32), 3 the counts' ((max_matches,) int64), 4 scratch
      (fc_ds_retrieve's), 5 the source bit, 6 written: the distinct rows found (M; 0: none);
    then from 2 * RETRIEVE_FIELDS: n_min, n_max, max_matches. The weights (alpha, beta) are at pa[28] (float64). */
-enum { RETRIEVE_FIELDS = 7 };
 
 /* After fc_propose returned PROPOSE_RETRIEVE and the caller's policy let the datastores be searched (the missing
    table, the skip token): D_r and D_c searched here (fc_ds_retrieve: Datastore.search with each one's MatchState,

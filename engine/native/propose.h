@@ -24,6 +24,9 @@
 #define SOURCE_CONTEXT 8
 #define SOURCE_HISTORY 64
 
+/* The datastores' arguments per store in pa[27] (propose.c: what each of the RETRIEVE_FIELDS holds). */
+enum { RETRIEVE_FIELDS = 7 };
+
 int64_t fc_propose(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t cache_len, int64_t history_len,
                    int64_t n_prefix);
 int64_t fc_propose_retrieve(const int64_t *pa, const double *pd, int64_t ctx_len, int64_t cache_len,

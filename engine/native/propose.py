@@ -323,14 +323,20 @@ def _store_fields(drafter, args: ProposeArgs) -> tuple[int, list] | None:
     return stores, searched
 
 
-def _searched(drafter, args: ProposeArgs, searched: list, key: tuple, n_ctx: int) -> None:
+def _searched(drafter, args: ProposeArgs | None, searched: list, key: tuple, n_ctx: int,
+              logged: list | None = None) -> None:
     """The bookkeeping after fc_propose_retrieve searched the stores ``searched`` (:func:`_store_fields`) for a
     context of ``n_ctx`` tokens ending in ``key``: each state's and store's counts, ``key`` into the missing table
-    when neither store had a continuation."""
+    when neither store had a continuation. ``logged``: the search's outputs as the native step loop logged them (per
+    store j from 6 * j: its MatchState's 5 outputs, its rows found) instead of the buffers (``args`` unread)."""
     any_rows = False
     for j, base, state, state_key in searched:
-        base.probes += state.searched_native(state_key, n_ctx)[3]
-        any_rows = any_rows or args.ra[RETRIEVE_FIELDS * j + 6] > 0
+        if logged is None:
+            base.probes += state.searched_native(state_key, n_ctx)[3]
+            any_rows = any_rows or args.ra[RETRIEVE_FIELDS * j + 6] > 0
+        else:
+            base.probes += state.searched_native(state_key, n_ctx, logged[6 * j:6 * j + 5])[3]
+            any_rows = any_rows or logged[6 * j + 5] > 0
     if not any_rows:
         drafter.note_miss(key)
 

@@ -34,8 +34,8 @@ from .linear import sync_threads
 from .propose import BuilderTree
 from .screened_head import ScreenedHead
 from .step_loop import (LOG_EXACT, LOG_HEAD_LEARNED, LOG_LEARNED, LOG_N, LP_KEYS, LP_KV_CAPACITY, LP_LAST_N,
-                        LP_LAST_PAST, LP_MASK_FLOATS, LP_MAX_ROWS, LP_MAX_STEPS, LP_SOURCES, LP_STEPS, StepLoop,
-                        step_loop_on)
+                        LP_LAST_PAST, LP_MASK_FLOATS, LP_MAX_ROWS, LP_MAX_STEPS, LP_NOTE_MISS, LP_SOURCES,
+                        LP_STEPS, StepLoop, step_loop_on)
 
 _KBUF = operator.attrgetter("_kbuf")
 _VBUF = operator.attrgetter("_vbuf")
@@ -511,10 +511,8 @@ class BoundVerify:
         """:meth:`verify_draft`, then, while the step leaves the decoder nothing to do in Python before the next one,
         that next step in the same native call, up to ``loop.max_steps`` steps (``fc_verify_propose_loop``; the steps'
         conditions are in draft_ahead.c). Returns ``(path, committed, learned, drafted, logged)``: the last step's as
-        :meth:`verify_draft` returns them, and ``logged`` the steps before it, each ``(n, got, first_source,
-        propose_ns, found, cache_len_out, committed)`` (its tree's nodes, the accepted draft tokens, the first
-        accepted node's source bits, the next tree's drafting in ns, fc_propose's result for it, the cache mirror's
-        length after its observation, the committed tokens): the caller replays their bookkeeping in order. This
+        :meth:`verify_draft` returns them, and ``logged`` the steps before it
+        (:class:`engine.native.step_loop.LoggedStep` each): the caller replays their bookkeeping in order. This
         verifier's own (the screen's counts, the draft head's learned count) is done here; ``loop.last_n`` is the
         last step's tree size."""
         n = len(tree)
@@ -535,6 +533,8 @@ class BoundVerify:
         lp[LP_MAX_ROWS], lp[LP_MASK_FLOATS], lp[LP_KV_CAPACITY] = min(self.max_rows, scratch.rows), scratch.floats, \
             self.capacity
         lp[LP_KEYS], lp[LP_SOURCES] = (keys if estimated else 0), sources
+        drafter = ahead.drafter
+        lp[LP_NOTE_MISS] = drafter.opts.use_strategy and (drafter.repo is not None or drafter.common is not None)
         args = ahead.args
         if ahead.lock is None:
             got = step.lib.fc_verify_propose_loop(scratch.sa_ptr, self.sd_ptr, pending, n, past, self.la_ptr,
@@ -557,7 +557,7 @@ class BoundVerify:
                 if (ready if i == 0 else later_ready) and rec[LOG_LEARNED] and self.head is not None:
                     self.head.learned += rec[LOG_HEAD_LEARNED]
             ready = later_ready
-            pending = logged[-1][-1][-1]
+            pending = logged[-1].committed[-1]
         else:
             ahead.from_builder = in_builder
         learned = self._learned(ready)

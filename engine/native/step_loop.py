@@ -12,14 +12,20 @@ nothing to decide before the next one, the loop runs it at once.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import numpy as np
 
+from ..datastore.matching import MATCH_OUT_OFFSET
+
 #: fc_verify_propose_loop's fields (LP_* in draft_ahead.c) and its log's (LOG_*).
 (LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTED, LP_LOG, LP_LOG_STRIDE, LP_STEPS, LP_KEYS,
- LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_FIELDS) = range(15)
+ LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_OUT_OFFSET, LP_NOTE_MISS, LP_FIELDS) = range(17)
 (LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LEN_OUT, LOG_EXACT, LOG_LEARNED,
- LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_COMMITTED) = range(11)
+ LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_RETRIEVED, LOG_STORES) = range(12)
+#: A logged step's committed tokens: after the datastores' turn's 6 fields per store (its MatchState's 5 outputs, its
+#: rows found).
+LOG_COMMITTED = LOG_STORES + 12
 #: ``0``: every fastcoder step returns to Python (:class:`StepLoop` not used).
 STEP_LOOP_ENV = "FASTCODER_STEP_LOOP"
 #: Steps one loop call runs at most: a cancel or deadline waits for them (~4 ms a step here: <= ~32 ms).
@@ -53,14 +59,42 @@ class StepLoop:
         lp = self.lp
         lp[LP_NEED_COUNTED], lp[LP_LOG], lp[LP_LOG_STRIDE] = int(need_counted), self.log.ctypes.data, self.stride
         lp[LP_TOUCH], lp[LP_N_TOUCH] = (0, 0) if touch is None else (touch.ctypes.data, len(touch))
+        lp[LP_OUT_OFFSET] = MATCH_OUT_OFFSET
         self.last_n = 0
         self.last_tree = None  # the last step's tree (in the builder's outputs) after a call that ran several
 
     def logged(self, k: int) -> list:
-        """The first ``k`` logged steps as :meth:`BoundVerify.verify_loop` returns them."""
+        """The first ``k`` logged steps as :meth:`engine.native.step.BoundVerify.verify_loop` returns them."""
         out = []
         for rec in self.log[:k].tolist():
             m = rec[LOG_COMMITTED_N]
-            out.append((rec[LOG_N], rec[LOG_GOT], rec[LOG_FIRST_SOURCE], rec[LOG_PROPOSE_NS], rec[LOG_FOUND],
-                        rec[LOG_CACHE_LEN_OUT], rec[LOG_COMMITTED:LOG_COMMITTED + m]))
+            out.append(LoggedStep(rec[LOG_N], rec[LOG_GOT], rec[LOG_FIRST_SOURCE], rec[LOG_PROPOSE_NS],
+                                  rec[LOG_FOUND], rec[LOG_CACHE_LEN_OUT], rec[LOG_RETRIEVED],
+                                  rec[LOG_STORES:LOG_COMMITTED], rec[LOG_COMMITTED:LOG_COMMITTED + m]))
         return out
+
+
+class LoggedStep(NamedTuple):
+    """A step :meth:`engine.native.step.BoundVerify.verify_loop` ran before its last, for the decoder's replay.
+
+    Attributes:
+        n: its tree's nodes.
+        got: the accepted draft tokens.
+        first_source: the first accepted node's source bits (0: none).
+        propose_ns: the next tree's drafting (ns).
+        found: fc_propose's result for the next tree (>= 0: built; flags as engine.native.propose's).
+        cache_len_out: the cache mirror's length after the drafter's observation (tokens).
+        retrieved: the next tree's datastores' turn (``vp[VP_RETRIEVED]``: 0 none, SKIP_MISSING or SEARCHED).
+        stores: after a search, per store (D_r, D_c) its MatchState's 5 outputs and its rows found (12 ints).
+        committed: the committed tokens (the accepted path's, then the model's own).
+    """
+
+    n: int
+    got: int
+    first_source: int
+    propose_ns: int
+    found: int
+    cache_len_out: int
+    retrieved: int
+    stores: list
+    committed: list
