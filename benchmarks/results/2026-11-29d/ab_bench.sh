@@ -1,6 +1,7 @@
 #!/bin/bash
+# The first A/B of the step loop (ab_first/; ab_second/ ran fim-block pygls and function jinja2 with --repeats 3).
 site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-out=${OUT:-/tmp/s30/abb}; mkdir -p $out
+out=${OUT:-benchmarks/results/2026-11-29d/ab_first}; mkdir -p $out
 for cell in "function pluggy" "fim-block pygls" "function jinja2" "fim-line pluggy"; do
   set -- $cell
   PYTHONPATH=$PWD HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python -m engine bench \

@@ -1,15 +1,10 @@
+"""Why each native step loop call ended (fastcoder bench in-process, one repeat). Usage: loop_reasons.py KIND REPO"""
 import os, sys, collections, sysconfig
 sys.path.insert(0, ".")
 import torch; torch.set_num_threads(1)
-from engine import load_model
-from engine.bench.tasks import extract_tasks
-from engine.decoder import SpeculativeDecoder
-from engine.native import step as S, draft_ahead as DA
+from engine.native import step as S, draft_ahead as DA, step_loop as L
 kind, repo = sys.argv[1], sys.argv[2]
-tc = load_model("../shared/models/tiny-py-coder", device="cpu")
 site = sysconfig.get_paths()["purelib"]
-tasks = extract_tasks(f"{site}/{repo}", tc.tokenizer, 10, seed=0, kind=kind)
-dec = SpeculativeDecoder(tc, "fastcoder")
 why = collections.Counter(); per = []
 real = S.BoundVerify.verify_loop
 def vl(self, pending, tree, past, ahead, loop):
@@ -21,7 +16,7 @@ def vl(self, pending, tree, past, ahead, loop):
     elif vp[DA.VP_RETRIEVED]: r = f"turn {int(vp[DA.VP_RETRIEVED])}"
     elif vp[DA.VP_NEXT_N] < 0: r = "uncut"
     elif vp[DA.VP_CACHE_LEN_OUT] < 0: r = "cache_len_out"
-    elif lp[S.LP_NEED_COUNTED] and not self.la[11]: r = "not counted"
+    elif lp[L.LP_NEED_COUNTED] and not self.la[11]: r = "not counted"
     elif vp[DA.VP_CTX_LEN] + len(got[1]) >= vp[DA.VP_BUCKET_END]: r = "bucket"
     else: r = "other (rows/touch/capacity)"
     why[r] += 1
