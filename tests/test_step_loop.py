@@ -17,16 +17,15 @@ from engine.stops import stop_touching
 
 pytestmark = pytest.mark.skipif(library() is None, reason="no C compiler: the native step is not built here")
 
-CASES = ((None, 64), (["\n"], 32), (["\n\n"], 64), (None, 5))
-STOP_CASES = CASES[1:3]
+CASES = ((None, 64), (["\n"], 32), (["\n\n"], 64), (None, 5), (["self."], 48))
 _REAL_MAKE, _REAL_LOOP = SpeculativeDecoder._make_drafter, native_step.BoundVerify.verify_loop
 
 
 def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES) -> tuple[list, list, list]:
-    """Each prompt x ``cases`` through a fresh fastcoder decoder: (results, drafters, the committed tokens of the
-    steps each loop call logged)."""
+    """Each prompt x ``cases`` through a fresh fastcoder decoder: (results, drafters, per loop call the stop strings
+    of its generation and the committed tokens of the steps it logged)."""
     monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "1" if loop else "0")
-    drafters, calls, turns = [], [], []
+    drafters, calls, turns, current = [], [], [], [None]
     real_make, real_loop = _REAL_MAKE, _REAL_LOOP
 
     def make(self, cache, greedy=True, line=False):
@@ -36,14 +35,18 @@ def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES)
 
     def verify_loop(self, pending, tree, past, ahead, step_loop):
         got = real_loop(self, pending, tree, past, ahead, step_loop)
-        calls.append([step.committed for step in got[4]])
+        calls.append((current[0], [step.committed for step in got[4]]))
         turns.extend(step.retrieved for step in got[4])
         return got
     monkeypatch.setattr(SpeculativeDecoder, "_make_drafter", make)
     monkeypatch.setattr(native_step.BoundVerify, "verify_loop", verify_loop)
     options = {} if stores is None else {"repo_datastore": stores[0](), "common_datastore": stores[1]()}
     dec = SpeculativeDecoder(tiny_coder, "fastcoder", **options)
-    results = [dec.generate(ids, max_new_tokens=max_new, stop=stop) for ids in prompts for stop, max_new in cases]
+    results = []
+    for ids in prompts:
+        for stop, max_new in cases:
+            current[0] = stop
+            results.append(dec.generate(ids, max_new_tokens=max_new, stop=stop))
     _run.turns = turns
     return results, drafters, calls
 
@@ -57,10 +60,11 @@ def _state(results, drafters) -> list:
 
 
 def test_steps_run_back_to_back_as_one_call_a_step(tiny_coder, real_code_prompts, monkeypatch):
-    """Whole functions, line and block completions (stops "\\n", "\\n\\n") and a few tokens: ar's text, tokens and
-    finish reason; the same trees (sizes), accepted lengths, drafter counts and cache as without the loop; calls
-    that ran several steps, and no logged step committed a token sharing a byte with the stop string."""
-    prompts = [ids for _, ids in real_code_prompts[:4]]
+    """Whole functions, line and block completions (stops "\\n", "\\n\\n"), a few tokens, and a stop string that spans
+    tokens ("self."): ar's text, tokens and finish reason; the same trees (sizes), accepted lengths, drafter counts
+    and cache as without the loop; calls that ran several steps, and no logged step under "\\n" or "\\n\\n" committed a
+    token sharing a byte with it."""
+    prompts = [ids for _, ids in real_code_prompts[:3]]
     ar = SpeculativeDecoder(tiny_coder, "ar")
     want = [ar.generate(ids, max_new_tokens=max_new, stop=stop) for ids in prompts for stop, max_new in CASES]
     looped, drafters, calls = _run(tiny_coder, prompts, monkeypatch, True)
@@ -69,12 +73,13 @@ def test_steps_run_back_to_back_as_one_call_a_step(tiny_coder, real_code_prompts
     single, single_drafters, single_calls = _run(tiny_coder, prompts, monkeypatch, False)
     assert not single_calls  # switched off: no loop call
     assert _state(looped, drafters) == _state(single, single_drafters)
-    steps = [len(c) for c in calls]
+    steps = [len(c) for _, c in calls]
     assert max(steps) >= 3 and sum(steps) >= len(steps) // 2, steps  # several steps in a call, often
     touching = stop_touching(["\n"], tiny_coder)
-    assert any(tok in touching for c in calls for committed in c for tok in committed)  # no stop: newlines looped
-    _, _, stop_calls = _run(tiny_coder, prompts, monkeypatch, True, cases=STOP_CASES)
-    assert any(stop_calls) and not any(tok in touching for c in stop_calls for committed in c for tok in committed)
+    free = [tok for stop, c in calls if stop is None for committed in c for tok in committed]
+    stopped = [tok for stop, c in calls if stop in (["\n"], ["\n\n"]) for committed in c for tok in committed]
+    assert any(tok in touching for tok in free)  # without a stop string newlines ran in loops
+    assert stopped and not any(tok in touching for tok in stopped)  # under "\n" or "\n\n": none
 
 
 def test_steps_back_to_back_with_the_datastores_keep_their_counts(tiny_coder, real_code_prompts, monkeypatch):
@@ -89,7 +94,7 @@ def test_steps_back_to_back_with_the_datastores_keep_their_counts(tiny_coder, re
     turns = _run.turns
     single, single_drafters, _ = _run(tiny_coder, prompts, monkeypatch, False, stores)
     assert _state(looped, drafters) == _state(single, single_drafters)
-    assert any(len(c) >= 2 for c in calls)
+    assert any(len(c) >= 2 for _, c in calls)
     assert native_ahead.SEARCHED in turns, turns  # a search inside a loop
 
 
@@ -117,7 +122,7 @@ def test_a_loop_runs_at_most_its_steps(tiny_coder, real_code_prompts, monkeypatc
     monkeypatch.setattr(native_loop, "LOOP_STEPS", 3)
     prompts = [ids for _, ids in real_code_prompts[:2]]
     _, _, calls = _run(tiny_coder, prompts, monkeypatch, True)
-    assert calls and max(len(c) for c in calls) == 2  # two logged, the third the call's last
+    assert calls and max(len(c) for _, c in calls) == 2  # two logged, the third the call's last
 
 
 def test_a_step_loops_log_holds_every_row():
