@@ -111,7 +111,6 @@ def test_misses_noted_inside_a_loop_skip_the_datastores_as_one_call_a_step(tiny_
               lambda: Datastore.from_documents([common_doc], tiny_coder.vocab_size))
     prompts = [rng.choice(pool, 300).tolist() for _ in range(4)]
     looped, drafters, _ = _run(tiny_coder, prompts, monkeypatch, True, stores, cases=((None, 128),))
-    turns = _run.turns
     single, single_drafters, _ = _run(tiny_coder, prompts, monkeypatch, False, stores, cases=((None, 128),))
     assert _state(looped, drafters) == _state(single, single_drafters)
     assert any(d.missing for d in drafters) and any(d.repo_state.searches for d in drafters)
@@ -130,4 +129,4 @@ def test_a_step_loops_log_holds_every_row():
     loop = native_loop.StepLoop(max_rows=17, need_counted=True, touch=np.zeros(8, dtype=np.uint8), max_steps=4)
     assert loop.log.shape == (4, native_loop.LOG_COMMITTED + 18)
     assert loop.lp[native_loop.LP_NEED_COUNTED] == 1 and loop.lp[native_loop.LP_N_TOUCH] == 8
-    assert loop.logged(0) == []
+    assert loop.logged([]) == []

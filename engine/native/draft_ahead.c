@@ -271,10 +271,10 @@ enum { LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LE
 
 /* After a step whose next tree took the datastores' turn (vp[VP_RETRIEVED]): the turn's outputs into the step's log
    record and what DraftAhead._turn_taken and the next DraftAhead.ready would change for the steps after, done here:
-   a searched store's MatchState holds its search (its "fresh" bit 2 + j in vp[VP_STORES] cleared), and a context
-   neither store continued (ctx[0..len), pa[0]) goes into the missing table where FastCoderDrafter.note_miss would put
-   it (lp[LP_NOTE_MISS]: the strategy on and a datastore given). Returns 0
-   where the loop must stop instead (a coin drawn: Python draws the next; the missing table without room). */
+   a searched store's MatchState holds its search (its "fresh" bit 2 + j in vp[VP_STORES] cleared). Returns 0 where
+   the loop must stop instead: a coin drawn (Python draws the next), or a search neither store answered where
+   FastCoderDrafter.note_miss puts the context into the missing table (lp[LP_NOTE_MISS]: the strategy on and a
+   datastore given). */
 static int turn_taken(int64_t *vp, const int64_t *pa, const int64_t *lp, int64_t *rec) {
     int64_t turn = vp[VP_RETRIEVED];
     rec[LOG_RETRIEVED] = turn;
@@ -315,8 +315,7 @@ static int turn_taken(int64_t *vp, const int64_t *pa, const int64_t *lp, int64_t
    (lp[LP_LOG], lp[LP_LOG_STRIDE] int64 each: LOG_*, the committed tokens last), their count written to lp[LP_STEPS],
    the last step's tree size and KV-cache entries before it to lp[LP_LAST_N] and lp[LP_LAST_PAST]; vp and the step's
    buffers hold the last step's results as after one fc_verify_propose. Arguments otherwise as fc_verify_propose's
-   (pending, n, past: the first step's). Returns the last step's as it does.
-   */
+   (pending, n, past: the first step's). Returns the last step's as it does. */
 int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pending, int64_t n, int64_t past,
                                int64_t *learn, const int64_t *pa, const double *pd, int64_t *vp, int64_t *lp) {
     const uint8_t *touch = (const uint8_t *)(intptr_t)lp[LP_TOUCH];

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..cost_model import CONTEXT_BUCKET
 from ..draft_tree import DraftTree
-from .propose import (CACHE_HIT, NOTHING, NOTHING_SKIPPED, RETRIEVE, SKIPPED, BuilderTree, _after_propose, _python_tree,
+from .propose import (NOTHING, NOTHING_SKIPPED, RETRIEVE, BuilderTree, _after_propose, _count_built, _python_tree,
                       _retrieved_tree, _searched, _store_fields, _sync_cache, _sync_history, point_args)
 from .tree import _tree_from
 
@@ -300,19 +300,11 @@ class DraftAhead:
         and the cache's counts, and after a datastores' turn (``retrieved``: ``vp[VP_RETRIEVED]``, no coin drawn) the
         stores' and their MatchStates' bookkeeping from the logged outputs (``stores``: 6 per store), the missing
         table's key, as :meth:`_turn_taken` does."""
-        drafter = self.drafter
-        cache = drafter.cache
-        cache.lookups += 1
         if retrieved:
             self.armed = None  # the stores' states moved
-            if retrieved == SEARCHED:
-                _searched(drafter, None, self.searched, tuple(context[-2:].tolist()), len(context), stores)
-            else:
-                drafter.skipped += 1
-        elif found >= SKIPPED:  # as _after_propose for a tree fc_propose built
-            drafter.skipped += 1
-        elif found >= CACHE_HIT:
-            cache.hits += 1
+            self._count_turn(retrieved, context, stores)
+        else:
+            _count_built(self.drafter, found)
 
     def _curve_fields(self, cost, n_ctx: int, sc) -> tuple[tuple[int, int, int, int], np.ndarray | None]:
         """vp's cost-curve fields for contexts from ``n_ctx`` tokens (kept per curve and bucket): where ``cost``
@@ -369,18 +361,24 @@ class DraftAhead:
             return got, True
         return got, False
 
+    def _count_turn(self, turn: int, context: np.ndarray, logged: list | None = None) -> None:
+        """The counts of a datastores' turn (``turn``: SEARCHED or a skip) for the tree drafted after ``context``: the
+        cache's lookup, and the search's bookkeeping (:func:`_searched`; ``logged``: its outputs as the native step
+        loop logged them) or the drafter's skip."""
+        drafter = self.drafter
+        drafter.cache.lookups += 1
+        if turn == SEARCHED:
+            _searched(drafter, self.args, self.searched, tuple(context[-2:].tolist()), len(context), logged)
+        else:
+            drafter.skipped += 1
+
     def _turn_taken(self, context: np.ndarray, found: int, turn: int):
         """:meth:`next_tree` after the call took the datastores' turn (``turn``: vp[VP_RETRIEVED]): the counts the
         strategy and the stores keep (as :func:`_after_propose`'s turn keeps them), then the tree."""
         drafter, args, sc = self.drafter, self.args, self.sc
         if turn & DREW_COIN:
             drafter.coin = None
-        turn &= DREW_COIN - 1
-        drafter.cache.lookups += 1
-        if turn == SEARCHED:
-            _searched(drafter, args, self.searched, tuple(context[-2:].tolist()), len(context))
-        else:
-            drafter.skipped += 1
+        self._count_turn(turn & (DREW_COIN - 1), context)
         if found == NOTHING:
             return DraftTree.empty(), False
         if found >= 0:

@@ -253,14 +253,22 @@ def _after_propose(drafter, args: ProposeArgs, sc, context: np.ndarray, found: i
         return DraftTree.empty()
     if found < 0:
         return None
+    found = _count_built(drafter, found)
+    return BuilderTree(sc, found) if builder else _tree_from(sc, found)
+
+
+def _count_built(drafter, found: int) -> int:
+    """The counts of a tree fc_propose built (``found`` >= 0: its nodes, flagged where the cache had the continuation
+    or the turn was skipped): the cache's lookups and hits, the drafter's skips. Returns the nodes."""
+    cache = drafter.cache
     cache.lookups += 1
     if found >= SKIPPED:
         drafter.skipped += 1
-        found -= SKIPPED
-    elif found >= CACHE_HIT:
+        return found - SKIPPED
+    if found >= CACHE_HIT:
         cache.hits += 1
-        found -= CACHE_HIT
-    return BuilderTree(sc, found) if builder else _tree_from(sc, found)
+        return found - CACHE_HIT
+    return found
 
 
 def _python_tree(drafter, parts: list, context: np.ndarray, budget: int, min_prob: float, cost) -> DraftTree:
@@ -323,8 +331,7 @@ def _store_fields(drafter, args: ProposeArgs) -> tuple[int, list] | None:
     return stores, searched
 
 
-def _searched(drafter, args: ProposeArgs | None, searched: list, key: tuple, n_ctx: int,
-              logged: list | None = None) -> None:
+def _searched(drafter, args: ProposeArgs, searched: list, key: tuple, n_ctx: int, logged: list | None = None) -> None:
     """The bookkeeping after fc_propose_retrieve searched the stores ``searched`` (:func:`_store_fields`) for a
     context of ``n_ctx`` tokens ending in ``key``: each state's and store's counts, ``key`` into the missing table
     when neither store had a continuation. ``logged``: the search's outputs as the native step loop logged them (per

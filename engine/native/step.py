@@ -546,12 +546,13 @@ class BoundVerify:
                                                       *args.addresses, ahead.vp_ptr, loop.lp_ptr)
         k, n_last, past_last = int(lp[LP_STEPS]), int(lp[LP_LAST_N]), int(lp[LP_LAST_PAST])
         loop.last_n = n_last
-        logged = loop.logged(k) if k else []
+        records = loop.log[:k].tolist()
+        logged = loop.logged(records)
         if k:
             loop.last_tree = BuilderTree(ahead.sc, n_last)
             ahead.from_builder = True
             screen = step.screen
-            for i, rec in enumerate(loop.log[:k].tolist()):
+            for i, rec in enumerate(records):
                 screen.rows += rec[LOG_N] + 1
                 screen.exact += rec[LOG_EXACT]
                 if (ready if i == 0 else later_ready) and rec[LOG_LEARNED] and self.head is not None:
@@ -596,4 +597,3 @@ class BoundVerify:
         if got < 0:  # no memory (raises), or the whole head's tokens: walked here (nothing learned: C walked nothing)
             return (*self._walked_here(got, scratch, tree, pending, past, rows), False)
         return (*step._verified(got, scratch, self.layers, past, rows, self.kept), learned)
-

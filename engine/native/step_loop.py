@@ -39,7 +39,8 @@ def step_loop_on() -> bool:
 
 
 class StepLoop:
-    """A generation's fields for :meth:`engine.native.step.BoundVerify.verify_loop` (``fc_verify_propose_loop``'s ``lp`` and its log).
+    """A generation's fields for :meth:`engine.native.step.BoundVerify.verify_loop` (``fc_verify_propose_loop``'s
+    ``lp`` and its log).
 
     Args:
         max_rows: rows a step's forward takes at most (the log holds that many committed tokens a step).
@@ -63,10 +64,11 @@ class StepLoop:
         self.last_n = 0
         self.last_tree = None  # the last step's tree (in the builder's outputs) after a call that ran several
 
-    def logged(self, k: int) -> list:
-        """The first ``k`` logged steps as :meth:`engine.native.step.BoundVerify.verify_loop` returns them."""
+    def logged(self, records: list) -> list:
+        """The logged steps ``records`` (rows of :attr:`log` as lists) as
+        :meth:`engine.native.step.BoundVerify.verify_loop` returns them."""
         out = []
-        for rec in self.log[:k].tolist():
+        for rec in records:
             m = rec[LOG_COMMITTED_N]
             out.append(LoggedStep(rec[LOG_N], rec[LOG_GOT], rec[LOG_FIRST_SOURCE], rec[LOG_PROPOSE_NS],
                                   rec[LOG_FOUND], rec[LOG_CACHE_LEN_OUT], rec[LOG_RETRIEVED],
