@@ -98,12 +98,17 @@ class Generation:
             return decoder._result(self.ids, self.out, "length", t0, t0, t0, [], self.hits, 0.0, self.truncated,
                                    self.stop)
         self.cache, start = decoder._reuse_prompt_kv(self.doc, self.ids)
-        self._set_up()
-        pending, finish = self._prefill(start)
-        t_prefill = time.perf_counter()
-        setup_s = self.retrieval_s  # drafting done within the prefill phase: the drafter's reset, the prefill's draft
-        if finish is None:
-            finish = self._decode(pending)
+        try:
+            self._set_up()
+            pending, finish = self._prefill(start)
+            t_prefill = time.perf_counter()
+            # drafting done within the prefill phase: the drafter's reset, the prefill's draft
+            setup_s = self.retrieval_s
+            if finish is None:
+                finish = self._decode(pending)
+        finally:
+            if self.loop is not None:
+                self.loop.unwatch()
         self._cut_at_stop(finish)
         done = getattr(self.drafter, "finish", None)
         if done is not None:  # drafting work: timed with retrieval
@@ -162,6 +167,8 @@ class Generation:
                 and (not stop or self.stop_touch is not None):
             touch = stop_table(self.stop_touch, self.loaded.vocab_size) if stop else None
             self.loop = make_loop(self.head is not None, touch)
+            if self.loop is not None:  # a cancel or deadline ends a call after the step under way
+                self.loop.watch(self.cancel, self.deadline)
         if not self.remaining:
             self._draft_unconstrained()
         shared = self.estimator.depth_one if self.estimator is not None else None

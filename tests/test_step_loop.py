@@ -130,3 +130,96 @@ def test_a_step_loops_log_holds_every_row():
     assert loop.log.shape == (4, native_loop.LOG_COMMITTED + 18)
     assert loop.lp[native_loop.LP_NEED_COUNTED] == 1 and loop.lp[native_loop.LP_N_TOUCH] == 8
     assert loop.logged([]) == []
+
+
+class _CallbackCancel:
+    """A cancel with callbacks (as lsp_server.backends.CancelEvent): ``fire()`` runs them; ``is_set()`` reads True only
+    once ``seen`` is set, so a test decides when the Python side sees it."""
+
+    def __init__(self):
+        self.callbacks, self.seen, self.removed = [], False, []
+
+    def add_callback(self, fn):
+        self.callbacks.append(fn)
+
+    def remove_callback(self, fn):
+        self.removed.append(fn)
+
+    def fire(self):
+        for fn in self.callbacks:
+            fn()
+
+    def is_set(self):
+        return self.seen
+
+
+def _first_calls(tiny_coder, ids, monkeypatch, before_first=None, **generate):
+    """One fastcoder generation of ``ids`` with the loop on: (result, steps logged by each loop call);
+    ``before_first()`` runs just before the first loop call."""
+    monkeypatch.setenv(native_loop.STEP_LOOP_ENV, "1")
+    logged = []
+
+    def verify_loop(self, pending, tree, past, ahead, step_loop):
+        if not logged and before_first is not None:
+            before_first()
+        got = _REAL_LOOP(self, pending, tree, past, ahead, step_loop)
+        logged.append(len(got[4]))
+        return got
+    monkeypatch.setattr(native_step.BoundVerify, "verify_loop", verify_loop)
+    res = SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=64, **generate)
+    return res, logged
+
+
+def test_a_cancel_that_calls_back_ends_the_call_after_its_step(tiny_coder, real_code_prompts, monkeypatch):
+    """A cancel set while a loop call runs (its callback writes the loop's word) ends that call after the step under
+    way, not after up to LOOP_STEPS steps; the generation ends "cancelled" with that step's tokens and the callback is
+    removed. Without the cancel the same first call runs several steps."""
+    ids = list(real_code_prompts[0][1])
+    _, free = _first_calls(tiny_coder, ids, monkeypatch)
+    assert free[0] >= 2, free  # the first call ran several steps on its own
+    cancel = _CallbackCancel()
+
+    def fire():  # as if the editor cancelled while the native call runs: Python sees it only after the call
+        cancel.fire()
+        cancel.seen = True
+    res, logged = _first_calls(tiny_coder, ids, monkeypatch, fire, cancel=cancel)
+    assert logged == [0]  # one call, one step: the word was seen after its first step
+    assert res.finish_reason == "cancelled" and len(res.stats["accepted_lengths"]) == 1
+    assert cancel.removed == cancel.callbacks and len(cancel.callbacks) == 1
+    want = SpeculativeDecoder(tiny_coder, "ar").generate(ids, max_new_tokens=64)
+    assert want.token_ids[:len(res.token_ids)] == res.token_ids
+
+
+def test_a_passed_deadline_ends_each_call_after_its_step(tiny_coder, real_code_prompts, monkeypatch):
+    """A deadline on time.monotonic()'s clock: once the C loop's clock is past it, every call ends after one step.
+    Python's own check is held before it here (its clock pinned at 0), so the generation runs on, one step a call,
+    to ar's output."""
+    import types
+
+    import engine.generation as generation
+
+    ids = list(real_code_prompts[0][1])
+    pinned = types.SimpleNamespace(perf_counter=generation.time.perf_counter, monotonic=lambda: 0.0)
+    monkeypatch.setattr(generation, "time", pinned)
+    res, logged = _first_calls(tiny_coder, ids, monkeypatch, deadline=1e-3)
+    assert logged and set(logged) == {0}, logged
+    want = SpeculativeDecoder(tiny_coder, "ar").generate(ids, max_new_tokens=64)
+    assert res.token_ids == want.token_ids and res.finish_reason == want.finish_reason
+    far, far_logged = _first_calls(tiny_coder, ids, monkeypatch, deadline=1e12)
+    assert max(far_logged) >= 2 and far.token_ids == want.token_ids
+
+
+def test_a_deadline_that_is_no_clock_reading_leaves_the_check_to_python():
+    """StepLoop.watch: a deadline the C clock cannot hold (inf, nan, past int64 ns) sets none there (no crash); a
+    past one is a reading in the past; a cancel without callbacks (a plain Event) leaves the word unwatched."""
+    import threading
+
+    loop = native_loop.StepLoop(max_rows=8, need_counted=False, touch=None)
+    for deadline in (float("inf"), float("nan"), 1e12, None):
+        loop.watch(threading.Event(), deadline)
+        assert loop.lp[native_loop.LP_DEADLINE_NS] == 0 and loop.lp[native_loop.LP_CANCEL] == 0
+    loop.watch(None, -5.0)
+    assert loop.lp[native_loop.LP_DEADLINE_NS] == 1
+    loop.watch(None, 2.5)
+    assert loop.lp[native_loop.LP_DEADLINE_NS] == 2_500_000_000
+    loop.unwatch()

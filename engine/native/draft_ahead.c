@@ -262,7 +262,8 @@ int64_t fc_draft_ahead(const int64_t *pa, const double *pd, int64_t *vp) {
 
 /* fc_verify_propose_loop's fields (lp, int64). */
 enum { LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTED, LP_LOG, LP_LOG_STRIDE, LP_STEPS,
-       LP_KEYS, LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_OUT_OFFSET, LP_NOTE_MISS, LP_FIELDS };
+       LP_KEYS, LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_OUT_OFFSET, LP_NOTE_MISS, LP_CANCEL,
+       LP_DEADLINE_NS, LP_FIELDS };
 /* A step's record in the loop's log (int64, LP_LOG_STRIDE apart): then its committed tokens. LOG_STORES: after a
    datastores' search (LOG_RETRIEVED), per store j the 5 outputs its MatchState's buffer holds (from
    lp[LP_OUT_OFFSET]: n, left, count, probes, incremental) and its rows found (field 6 of its retrieve fields). */
@@ -311,11 +312,13 @@ static int turn_taken(int64_t *vp, const int64_t *pa, const int64_t *lp, int64_t
    (lp[LP_NEED_COUNTED]: learn[11] set), committed no token that shares a byte with a stop string (lp[LP_TOUCH]:
    (lp[LP_N_TOUCH],) uint8 table; 0: no stop strings), stays inside the cost curve's bucket (vp[VP_BUCKET_END]), and
    the next tree fits the step's scratch (lp[LP_MAX_ROWS] rows, lp[LP_MASK_FLOATS] mask entries) and the KV cache
-   (lp[LP_KV_CAPACITY] entries); and at most lp[LP_MAX_STEPS] steps run. The steps before the last are logged
-   (lp[LP_LOG], lp[LP_LOG_STRIDE] int64 each: LOG_*, the committed tokens last), their count written to lp[LP_STEPS],
-   the last step's tree size and KV-cache entries before it to lp[LP_LAST_N] and lp[LP_LAST_PAST]; vp and the step's
-   buffers hold the last step's results as after one fc_verify_propose. Arguments otherwise as fc_verify_propose's
-   (pending, n, past: the first step's). Returns the last step's as it does. */
+   (lp[LP_KV_CAPACITY] entries), the int64 word at lp[LP_CANCEL] (0: none) is still 0 and the clock (CLOCK_MONOTONIC,
+   ns: Python's time.monotonic) is before lp[LP_DEADLINE_NS] (0: none); and at most lp[LP_MAX_STEPS] steps run.
+   The steps before the last are logged (lp[LP_LOG], lp[LP_LOG_STRIDE] int64 each: LOG_*, the committed tokens
+   last), their count written to lp[LP_STEPS], the last step's tree size and KV-cache entries before it to
+   lp[LP_LAST_N] and lp[LP_LAST_PAST]; vp and the step's buffers hold the last step's results as after one
+   fc_verify_propose. Arguments otherwise as fc_verify_propose's (pending, n, past: the first step's). Returns the last
+   step's as it does. */
 int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pending, int64_t n, int64_t past,
                                int64_t *learn, const int64_t *pa, const double *pd, int64_t *vp, int64_t *lp) {
     const uint8_t *touch = (const uint8_t *)(intptr_t)lp[LP_TOUCH];
@@ -328,6 +331,10 @@ int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pend
         lp[LP_LAST_PAST] = past;
         int64_t got = fc_verify_propose(sa, sd, pending, n, past, learn, pa, pd, vp);
         if (got < 0 || s + 1 >= lp[LP_MAX_STEPS]) return got;
+        /* a cancel (another thread sets the word while this call runs without the GIL) or a deadline passed: Python
+           ends the generation as after one call a step */
+        if (lp[LP_CANCEL] && *(volatile const int64_t *)(intptr_t)lp[LP_CANCEL]) return got;
+        if (lp[LP_DEADLINE_NS] && now_ns() >= lp[LP_DEADLINE_NS]) return got;
         if (vp[VP_FOUND] < 0 || vp[VP_NEXT_N] < 0 || vp[VP_CACHE_LEN_OUT] < 0 || (lp[LP_NEED_COUNTED] && !learn[11]))
             return got;
         int64_t m = got + 1, ctx_len = vp[VP_CTX_LEN] + m, next_n = vp[VP_NEXT_N], rows = next_n + 1;

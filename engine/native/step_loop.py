@@ -11,6 +11,7 @@ nothing to decide before the next one, the loop runs it at once.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import NamedTuple
 
@@ -20,7 +21,8 @@ from ..datastore.matching import MATCH_OUT_OFFSET
 
 #: fc_verify_propose_loop's fields (LP_* in draft_ahead.c) and its log's (LOG_*).
 (LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTED, LP_LOG, LP_LOG_STRIDE, LP_STEPS, LP_KEYS,
- LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_OUT_OFFSET, LP_NOTE_MISS, LP_FIELDS) = range(17)
+ LP_SOURCES, LP_TOUCH, LP_N_TOUCH, LP_LAST_N, LP_LAST_PAST, LP_OUT_OFFSET, LP_NOTE_MISS, LP_CANCEL, LP_DEADLINE_NS,
+ LP_FIELDS) = range(19)
 (LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LEN_OUT, LOG_EXACT, LOG_LEARNED,
  LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_RETRIEVED, LOG_STORES) = range(12)
 #: A logged step's committed tokens: after the datastores' turn's 6 fields per store (its MatchState's 5 outputs, its
@@ -28,7 +30,8 @@ from ..datastore.matching import MATCH_OUT_OFFSET
 LOG_COMMITTED = LOG_STORES + 12
 #: ``0``: every fastcoder step returns to Python (:class:`StepLoop` not used).
 STEP_LOOP_ENV = "FASTCODER_STEP_LOOP"
-#: Steps one loop call runs at most: a cancel or deadline waits for them (~4 ms a step here: <= ~32 ms).
+#: Steps one loop call runs at most. A cancel that calls back (:meth:`StepLoop.watch`) and a deadline end the call
+#: after the step under way; a plain :class:`threading.Event` is seen between calls (~4 ms a step here: <= ~32 ms).
 LOOP_STEPS = 8
 
 
@@ -63,6 +66,39 @@ class StepLoop:
         lp[LP_OUT_OFFSET] = MATCH_OUT_OFFSET
         self.last_n = 0
         self.last_tree = None  # the last step's tree (in the builder's outputs) after a call that ran several
+        self.cancel_word = np.zeros(1, dtype=np.int64)  # set to 1 by a watched cancel (lp[LP_CANCEL] points here)
+        self._watched = None  # (cancel, its callback) while watched
+
+    def watch(self, cancel, deadline: float | None) -> None:
+        """Let a call end after the step under way once ``cancel`` is set or ``deadline`` (``time.monotonic()``
+        seconds, the C clock's CLOCK_MONOTONIC; None: none) has passed, not only between calls. ``cancel`` is seen
+        inside a call where it has ``add_callback`` (``lsp_server.backends.CancelEvent``: its callback, run by the
+        thread that sets it while the call runs without the GIL, writes :attr:`cancel_word`); a plain
+        :class:`threading.Event` is seen between calls. :meth:`unwatch` removes the callback."""
+        lp = self.lp
+        ns = deadline * 1e9 if deadline is not None else math.nan
+        # none in C where it is not a clock reading (nan, inf, past int64): Python's check between calls holds
+        lp[LP_DEADLINE_NS] = max(1, int(ns)) if math.isfinite(ns) and ns < 2.0 ** 62 else 0
+        self.cancel_word[0] = 0
+        add = getattr(cancel, "add_callback", None)
+        if add is None:
+            lp[LP_CANCEL] = 0
+            return
+        word = self.cancel_word
+
+        def cancelled() -> None:
+            word[0] = 1
+        lp[LP_CANCEL] = word.ctypes.data
+        self._watched = (cancel, cancelled)
+        add(cancelled)  # runs at once where ``cancel`` is already set
+
+    def unwatch(self) -> None:
+        """Remove :meth:`watch`'s callback from its cancel (a no-op where none)."""
+        watched, self._watched = self._watched, None
+        if watched is not None:
+            remove = getattr(watched[0], "remove_callback", None)
+            if remove is not None:
+                remove(watched[1])
 
     def logged(self, records: list) -> list:
         """The logged steps ``records`` (rows of :attr:`log` as lists) as
