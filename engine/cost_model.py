@@ -33,13 +33,15 @@ log = logging.getLogger(__name__)
 #: kernel: 6 rows per block, so a forward over 7 rows costs ~0.6 ms more than over 6), which interpolating
 #: between 4 and 8 smoothed away, pricing trees of 6-7 tokens as cheaper than they were.
 SIZES = (*range(1, 17), 20, 24, 32, 48, 64)
-#: 10: the plain step and sizes up to SMALL_SIZES sampled SMALL_SAMPLES times a round; 9: greedy steps timed
+#: 11: a greedy verification's LM head screens only the rows its walk reads (engine/native/step.c: a chain of random
+#: tokens, rejected at its first node, reads at most 4 rows, one screen pass); 10: the plain step and sizes up to
+#: SMALL_SIZES sampled SMALL_SAMPLES times a round; 9: greedy steps timed
 #: through the generation's bound verification (engine.verify.greedy_verifier), plain steps as an empty tree's; 8: a
 #: tree step's inputs in reused buffers (engine.verify._cpu_step_tree_inputs); 7: greedy steps' calls where the LM
 #: head screens its argmax (engine.lean_forward.forward_greedy); 6: the plain step given its position; 5: timed
 #: through the decoder's own calls; 4: a second curve at LONG_CONTEXT; 3: every size to 16; 2: rounds within
 #: MEASURE_BUDGET_S
-FORMAT = 10
+FORMAT = 11
 #: KV-cache lengths (tokens) the two curves are measured at: a typical short prompt, and the prompt budget
 #: of the editor and the benchmark (1,024 tokens). Attention over a longer cache makes every extra row
 #: dearer: tiny-py-coder, 1 thread, c(6) 1.44-1.56 at 512 tokens and 1.64-1.72 at 1,024, c(12) 1.77-1.83

@@ -187,11 +187,13 @@ def test_the_verify_cost_key_says_whether_greedy_forwards_take_one_call(monkeypa
     assert cost_key(loaded)["greedy_step"] is False
 
 
-def _verify_run(model, prompt, pending: int, tokens, parents):
-    """Prefill ``prompt``, then one greedy verification of the tree (tokens, parents) below ``pending``; returns the
-    path, the committed tokens and every layer's kept keys and values."""
+def _verify_run(model, prompt, pending: int, tokens, parents, probs=None):
+    """Prefill ``prompt``, then one greedy verification of the tree (tokens, parents; ``probs`` its nodes' estimates,
+    None: none) below ``pending``; returns the path, the committed tokens, every layer's kept keys and values and the
+    rows the LM head's screen read."""
     from engine.verify import verify_greedy  # noqa: PLC0415
 
+    screen = screened_head(model.lm_head)
     with torch.inference_mode():
         cache = new_kv_cache(model, prompt.shape[1] + 16)
         model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -201,24 +203,32 @@ def _verify_run(model, prompt, pending: int, tokens, parents):
         for i, p in enumerate(parents):
             depths[i] = 1 if p < 0 else depths[p] + 1
         tree = DraftTree(np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64), depths,
-                         np.ones(n, dtype=np.uint8), np.ones(n))
+                         np.ones(n, dtype=np.uint8), np.ones(n),
+                         probs=None if probs is None else np.asarray(probs, dtype=np.float64))
+        before = screen.rows
         path, committed = verify_greedy(model, cache, pending, tree, past)
         assert cache.get_seq_length() == past + 1 + len(path)
         kv = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
-    return path, committed, kv
+    return path, committed, kv, screen.rows - before
+
+
+def _continuation(model, prompt, pending: int, count: int = 4) -> list[int]:
+    """The model's ``count`` greedy tokens after ``prompt`` and ``pending``."""
+    with torch.inference_mode():
+        cache = new_kv_cache(model, prompt.shape[1] + count + 1)
+        model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        g, tok = [], pending
+        for _ in range(count):
+            tok = decode_one_token_greedy(model, cache, tok, cache.get_seq_length())
+            g.append(tok)
+    return g
 
 
 def test_verification_in_one_call_walks_and_compacts_as_the_three_calls_and_python_do(monkeypatch):
     model = _model(monkeypatch)
     prompt, _ = _steps(8, count=1)
     pending = 17
-    with torch.inference_mode():  # the model's own continuation after pending: g[0], g[1], ...
-        cache = new_kv_cache(model, prompt.shape[1] + 16)
-        model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        g, tok = [], pending
-        for _ in range(4):
-            tok = decode_one_token_greedy(model, cache, tok, cache.get_seq_length())
-            g.append(tok)
+    g = _continuation(model, prompt, pending)  # the model's own tokens after pending: g[0], g[1], ...
     wrong = [(t + 1) % 256 for t in g]
     # the right chain on the second branch (nodes 1, 2, 3 move to slots 0, 1, 2), a wrong node below the first
     tokens, parents = [wrong[0], g[0], g[1], g[2], g[1]], [-1, -1, 1, 2, 0]
@@ -265,3 +275,35 @@ def test_a_reset_cache_is_not_stepped_through_its_freed_buffers(monkeypatch):
     after = _decode(model, prompt, steps, caches=cache)  # prefilled again: new buffers
     _same(before, after)
     assert taken == [True] * 4 + [False] + [True] * 4
+
+
+def test_the_walk_screens_only_the_rows_it_reads_ahead_along_the_likeliest_children(monkeypatch):
+    """A wrong chain of six nodes beside the model's own chain of three: the screen reads the pending token's row and,
+    in the same pass, up to three rows below it along the likeliest children while their estimated reach stays >= 0.4;
+    a row the walk then needs and no pass read starts another pass. Path, tokens and cache bytes stay those of the
+    three calls, which read every row."""
+    model = _model(monkeypatch)
+    prompt, _ = _steps(9, count=1)
+    pending = 23
+    g = _continuation(model, prompt, pending)
+    wrong = [(t + 7) % 256 for t in (*g, *g)][:6]
+    right = [*wrong, g[0], g[1], g[2]]  # nodes 0-5: the wrong chain (rows 1-6); 6-8: the model's (rows 7-9)
+    off = [*wrong, g[0], wrong[1], g[2]]  # the same with the model's chain wrong from its second node
+    parents = [-1, 0, 1, 2, 3, 4, -1, 6, 7]
+    cases = {  # tokens, estimates -> rows screened
+        "the model's chain likelier": (right, [0.5] * 6 + [0.9] * 3, 4),  # rows 0, 7, 8, 9 in one pass
+        "the wrong chain likelier": (right, [0.9] * 6 + [0.5] * 3, 7),  # rows 0-3, then 7, 8 (reach 0.5), 9
+        "no estimates": (right, None, 7),  # the first children: rows 0-3, then 7-9
+        "the reach falls below the bound": (off, [0.5] * 6 + [0.9, 0.3, 0.9], 2),  # rows 0, 7: node 7 rejected
+    }
+    got = {name: _verify_run(model, prompt, pending, tokens, parents, probs)
+           for name, (tokens, probs, _) in cases.items()}
+    _use_step(model, False)
+    whole = {id(tokens): _verify_run(model, prompt, pending, tokens, parents, None) for tokens in (right, off)}
+    assert whole[id(right)][:2] == ([6, 7, 8], g) and whole[id(off)][:2] == ([6], g[:2])
+    for name, (tokens, _, rows) in cases.items():
+        path, committed, kv, screened = got[name]
+        want = whole[id(tokens)]
+        assert (path, committed, screened) == (want[0], want[1], rows), name
+        for (kf, vf), (ks, vs) in zip(kv, want[2]):
+            assert torch.equal(kf, ks) and torch.equal(vf, vs)

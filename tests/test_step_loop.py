@@ -10,6 +10,7 @@ import pytest
 from engine.datastore import Datastore
 from engine.decoder import SpeculativeDecoder
 from engine.native import library
+from engine.native.screened_head import screened_head
 from engine.native import step as native_step
 from engine.native import draft_ahead as native_ahead
 from engine.native import step_loop as native_loop
@@ -63,16 +64,22 @@ def test_steps_run_back_to_back_as_one_call_a_step(tiny_coder, real_code_prompts
     """Whole functions, line and block completions (stops "\\n", "\\n\\n"), a few tokens, and a stop string that spans
     tokens ("self."): ar's text, tokens and finish reason; the same trees (sizes), accepted lengths, drafter counts
     and cache as without the loop; calls that ran several steps, and no logged step under "\\n" or "\\n\\n" committed a
-    token sharing a byte with it."""
+    token sharing a byte with it; the LM head's screen read the same rows (the walk's, counted from the loop's log),
+    fewer than the steps' forwards."""
     prompts = [ids for _, ids in real_code_prompts[:3]]
     ar = SpeculativeDecoder(tiny_coder, "ar")
     want = [ar.generate(ids, max_new_tokens=max_new, stop=stop) for ids in prompts for stop, max_new in CASES]
+    screen = screened_head(tiny_coder.model.lm_head)
+    read = screen.rows
     looped, drafters, calls = _run(tiny_coder, prompts, monkeypatch, True)
+    read, looped_rows = screen.rows, screen.rows - read
     assert [(r.text, r.token_ids, r.finish_reason) for r in looped] == \
         [(r.text, r.token_ids, r.finish_reason) for r in want]
     single, single_drafters, single_calls = _run(tiny_coder, prompts, monkeypatch, False)
     assert not single_calls  # switched off: no loop call
     assert _state(looped, drafters) == _state(single, single_drafters)
+    forward_rows = sum(len(sizes) + sum(sizes) for sizes in (r.stats["draft_sizes"] for r in looped))
+    assert looped_rows == screen.rows - read < forward_rows, (looped_rows, screen.rows - read, forward_rows)
     steps = [len(c) for _, c in calls]
     assert max(steps) >= 3 and sum(steps) >= len(steps) // 2, steps  # several steps in a call, often
     touching = stop_touching(["\n"], tiny_coder)

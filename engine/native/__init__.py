@@ -168,9 +168,9 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_greedy_tree_step.restype = i64  # the same from a draft tree's tokens and parents (native/step.py)
     lib.fc_greedy_tree_step.argtypes = [ptr, ptr, i64, ptr, ptr, i64, i64, ptr]
     lib.fc_greedy_tree_verify.restype = i64  # the same, then the greedy walk and the KV compaction (native/step.py)
-    lib.fc_greedy_tree_verify.argtypes = [ptr, ptr, i64, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr]
+    lib.fc_greedy_tree_verify.argtypes = [ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr]
     lib.fc_greedy_tree_verify_learn.restype = i64  # the same, then the acceptance counts and hits (native/step.py)
-    lib.fc_greedy_tree_verify_learn.argtypes = [ptr, ptr, i64, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr]
+    lib.fc_greedy_tree_verify_learn.argtypes = [ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr]
     lib.fc_kv_move.restype = None  # the accepted nodes' KV rows into place (kv_cache.c)
     lib.fc_kv_move.argtypes = [ptr, i64, ptr, i64, i64]
     lib.fc_ds_search.restype = i64  # Datastore.search's match and MatchState in one call (datastore.c)

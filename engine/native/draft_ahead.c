@@ -15,7 +15,8 @@
 
 /* step.c: a greedy tree step's forward, walk, compaction and learning in one call. */
 int64_t fc_greedy_tree_verify_learn(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
-                                    const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out,
+                                    const int64_t *parents, const double *probs, int64_t n, int64_t past,
+                                    int64_t *argmax_out,
                                     int64_t *path, int64_t *committed, int64_t *exact, int64_t *learn);
 
 /* fc_verify_propose's fields (vp, int64): the verification's buffers (the step scratch's), where the tree comes
@@ -25,7 +26,7 @@ enum { VP_TOKENS, VP_PARENTS, VP_ARGMAX, VP_PATH, VP_COMMITTED, VP_EXACT, VP_FRO
        VP_FOUND, VP_PROPOSE_NS, VP_FIRST_SOURCE, VP_NEXT_N, VP_NEXT_TABLE, VP_NEXT_TABLE_LEN, VP_NEXT_END,
        VP_OBSERVE, VP_CACHE_CAP, VP_CACHE_MAX_TOKENS, VP_CACHE_N_MIN, VP_N_MAX, VP_PROMPT_LEN, VP_CHUNK_FROM,
        VP_OUTPUT_CHUNK, VP_CACHE_LEN_OUT, VP_RETRIEVE, VP_STORES, VP_STRATEGY, VP_MISSING, VP_MISSING_MASK,
-       VP_LINE_TABLES, VP_N_LINE_TABLE, VP_COIN, VP_RETRIEVED, VP_FIELDS };
+       VP_LINE_TABLES, VP_N_LINE_TABLE, VP_COIN, VP_RETRIEVED, VP_PROBS, VP_FIELDS };
 /* vp[VP_RETRIEVED]: what the call did at the datastores' turn (fc_propose returned PROPOSE_RETRIEVE). */
 enum { RETRIEVED_NONE, RETRIEVED_SKIP_MISSING, RETRIEVED_SKIP_LINE, RETRIEVED_SEARCHED };
 /* Added to vp[VP_RETRIEVED] when the turn drew the skip coin (vp[VP_COIN]). */
@@ -180,8 +181,9 @@ static void draft_tree_at(const int64_t *pa, const double *pd, int64_t *vp, int6
    decoder used to spend ~100 us of Python a step with the caches cold after the forward (the drafter's arguments,
    the context copy's extension, the tree's arrays, the verification's copies of them).
    sa, sd, pending, n, past, learn: as fc_greedy_tree_verify_learn (n: the tree's nodes; learn's keys and sources
-     where the caller points them); the tree's tokens and parents are the builder's outputs (the scratch of pa[12])
-     when vp[VP_FROM_BUILDER], else the step scratch's (vp[VP_TOKENS], vp[VP_PARENTS]).
+     where the caller points them); the tree's tokens, parents and node estimates (the lazy walk's choice of the rows
+     it screens ahead) are the builder's outputs (the scratch of pa[12]) when vp[VP_FROM_BUILDER], else the step
+     scratch's (vp[VP_TOKENS], vp[VP_PARENTS], vp[VP_PROBS]: 0 for a tree without estimates).
    pa, pd: fc_propose's arguments (pa[0]: the context's buffer, vp[VP_CTX_CAP] tokens long, holding vp[VP_CTX_LEN]
      tokens, the pending token last).
    The next step is drafted when no committed token is an end-of-sequence id (vp[VP_EOS], vp[VP_N_EOS] int64) or a
@@ -203,6 +205,7 @@ int64_t fc_verify_propose(const int64_t *sa, const double *sd, int64_t pending, 
                           int64_t *learn, const int64_t *pa, const double *pd, int64_t *vp) {
     const int64_t *tokens = (const int64_t *)(intptr_t)vp[VP_TOKENS];
     const int64_t *parents = (const int64_t *)(intptr_t)vp[VP_PARENTS];
+    const double *probs = (const double *)(intptr_t)vp[VP_PROBS];
     const int64_t *ia = (const int64_t *)(intptr_t)pa[12];  /* the tree builder's packed arguments (native/tree.py) */
     const uint8_t *sources = (const uint8_t *)(intptr_t)learn[1];
     vp[VP_FOUND] = PROPOSE_NOT_RUN;
@@ -211,9 +214,10 @@ int64_t fc_verify_propose(const int64_t *sa, const double *sd, int64_t pending, 
     if (vp[VP_FROM_BUILDER]) {
         tokens = (const int64_t *)(intptr_t)ia[28];
         parents = (const int64_t *)(intptr_t)ia[29];
+        probs = (const double *)(intptr_t)ia[34];
     }
     int64_t *path = (int64_t *)(intptr_t)vp[VP_PATH], *committed = (int64_t *)(intptr_t)vp[VP_COMMITTED];
-    int64_t got = fc_greedy_tree_verify_learn(sa, sd, pending, tokens, parents, n, past,
+    int64_t got = fc_greedy_tree_verify_learn(sa, sd, pending, tokens, parents, probs, n, past,
                                               (int64_t *)(intptr_t)vp[VP_ARGMAX], path, committed,
                                               (int64_t *)(intptr_t)vp[VP_EXACT], learn);
     if (got < 0) return got;
@@ -268,7 +272,7 @@ enum { LP_MAX_STEPS, LP_MAX_ROWS, LP_MASK_FLOATS, LP_KV_CAPACITY, LP_NEED_COUNTE
    datastores' search (LOG_RETRIEVED), per store j the 5 outputs its MatchState's buffer holds (from
    lp[LP_OUT_OFFSET]: n, left, count, probes, incremental) and its rows found (field 6 of its retrieve fields). */
 enum { LOG_GOT, LOG_N, LOG_FIRST_SOURCE, LOG_PROPOSE_NS, LOG_FOUND, LOG_CACHE_LEN_OUT, LOG_EXACT, LOG_LEARNED,
-       LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_RETRIEVED, LOG_STORES, LOG_COMMITTED = LOG_STORES + 12 };
+       LOG_HEAD_LEARNED, LOG_COMMITTED_N, LOG_RETRIEVED, LOG_SCREENED, LOG_STORES, LOG_COMMITTED = LOG_STORES + 12 };
 
 /* After a step whose next tree took the datastores' turn (vp[VP_RETRIEVED]): the turn's outputs into the step's log
    record and what DraftAhead._turn_taken and the next DraftAhead.ready would change for the steps after, done here:
@@ -354,6 +358,7 @@ int64_t fc_verify_propose_loop(const int64_t *sa, const double *sd, int64_t pend
         rec[LOG_FOUND] = vp[VP_FOUND];
         rec[LOG_CACHE_LEN_OUT] = vp[VP_CACHE_LEN_OUT];
         rec[LOG_EXACT] = exact[0];
+        rec[LOG_SCREENED] = exact[1];
         rec[LOG_LEARNED] = learn[11];
         rec[LOG_HEAD_LEARNED] = learn[15];
         rec[LOG_COMMITTED_N] = m;

@@ -6,6 +6,11 @@
  * cold after the previous forward (~270-320 us a step of tiny-py-coder over 1,000 cached tokens on this project's
  * CPU: engine/native/step.py). The arithmetic is theirs, so the chosen tokens are the same bits.
  *
+ * A verification (fc_greedy_tree_verify) screens only the rows its greedy walk reads: the pending token's, each
+ * accepted node's, in passes of up to 4 rows along the likeliest children (lazy_walk). The head's screen is ~40 us a
+ * row in a 4-row pass on an AVX2 CPU (a fifth of a draft row's cost), and a tree's rejected branches and the nodes
+ * below its first rejection are never read.
+ *
  * The model's constants sit in one int64 array `sa` (engine.native.step.GreedyStep writes it once):
  *   0 ia, 1 da, 2 layers   fc_fused_forward's per-layer arrays and layer count (engine.native.layer.FusedPlan)
  *   3 hidden               the model's width
@@ -42,15 +47,13 @@ int64_t fc_head_step(const int64_t *ia, const double *da, const float *rows, int
    and value buffers ((1, kv_heads, capacity, head size) float32), 15 their capacity. */
 #define LAYER_INTS 16
 
-/* One greedy forward over m rows (ids and positions: m int64 each) on a cache of `past` entries per layer, with an
- * attention mask as fc_fused_forward takes it (kind 0: none, causal among the rows; 2: float32 added to the
- * scores, strides ms). Writes each row's greedy token to argmax_out (m entries) and the final hidden states to the
- * `out` scratch. Returns the number of exact logits the screen computed (>= m); -1 for an id or a position out of
- * range or more rows than the scratch holds (nothing done: the caller takes its other path); -2 when the layers'
- * scratch memory could not be allocated (the cache may be partly written: the caller raises); -3 when the screen
- * declined a row (not finite, all zero): the hidden states are in `out`, the caller computes the whole head. */
-int64_t fc_greedy_step(const int64_t *sa, const double *sd, const int64_t *ids, const int64_t *positions, int64_t m,
-                       int64_t past, const void *mask, int mask_kind, const int64_t *ms, int64_t *argmax_out) {
+/* The layers of a greedy forward over m rows (ids and positions: m int64 each) on a cache of `past` entries per layer,
+ * with an attention mask as fc_fused_forward takes it (kind 0: none, causal among the rows; 2: float32 added to the
+ * scores, strides ms): the final hidden states in the `out` scratch. Returns 0; -1 for an id or a position out of
+ * range or more rows than the scratch holds (nothing done); -2 when the layers' scratch memory could not be allocated
+ * (the cache may be partly written). */
+static int64_t greedy_forward(const int64_t *sa, const double *sd, const int64_t *ids, const int64_t *positions,
+                              int64_t m, int64_t past, const void *mask, int mask_kind, const int64_t *ms) {
     int64_t hidden = sa[3];
     if (m < 1 || m > sa[23]) return -1;
     if (fc_gather_inputs(ids, m, P(4, const float *), sa[5], hidden, positions, P(6, const float *),
@@ -60,20 +63,36 @@ int64_t fc_greedy_step(const int64_t *sa, const double *sd, const int64_t *ids, 
                          P(11, const float *), P(12, const float *), past, mask, mask_kind, ms,
                          m > 1 && mask_kind == 0, P(14, const float *), sd[0], P(13, float *)) != 0)
         return -2;
-    int64_t n = fc_screen_argmax(P(13, const float *), m, hidden, P(15, const int8_t *), P(16, const float *),
-                                 P(17, const int32_t *), P(18, const float *), P(19, const float *),
-                                 P(20, const float *), sa[21], argmax_out, P(22, void *));
+    return 0;
+}
+
+/* The greedy tokens of m rows of final hidden states x (m x hidden float32) by the LM head's int8 screen; returns the
+ * exact logits computed (>= m), -3 where the screen declined a row (not finite, all zero). */
+static int64_t screen_rows_of(const int64_t *sa, const float *x, int64_t m, int64_t *argmax_out) {
+    int64_t n = fc_screen_argmax(x, m, sa[3], P(15, const int8_t *), P(16, const float *), P(17, const int32_t *),
+                                 P(18, const float *), P(19, const float *), P(20, const float *), sa[21], argmax_out,
+                                 P(22, void *));
     return n < 0 ? -3 : n;
 }
 
-/* A decode step's greedy forward from the draft tree itself: the pending token (position `past`, the cache holds
- * `past` entries per layer) and below it the n nodes of a draft tree (tokens, parents: n int64 each, a parent -1 or
- * an earlier node), their ids, positions and tree mask written to the scratch (fc_tree_inputs: the same values as
- * engine.draft_tree.DraftTree.forward_inputs) instead of by the caller's tensors; n = 0: a plain step. Writes the
- * 1 + n greedy tokens to argmax_out; returns as fc_greedy_step, and -1 too when the mask's scratch is too small
- * ((1 + n) * (past + 1 + n) floats) or a parent does not precede its node. */
-int64_t fc_greedy_tree_step(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
-                            const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out) {
+/* One greedy forward over m rows (greedy_forward), then each row's greedy token (argmax_out: m entries) from the final
+ * hidden states left in the `out` scratch. Returns the number of exact logits the screen computed (>= m), or as
+ * greedy_forward (-1: nothing done, the caller takes its other path; -2: the caller raises); -3 when the screen
+ * declined a row: the hidden states are in `out`, the caller computes the whole head. */
+int64_t fc_greedy_step(const int64_t *sa, const double *sd, const int64_t *ids, const int64_t *positions, int64_t m,
+                       int64_t past, const void *mask, int mask_kind, const int64_t *ms, int64_t *argmax_out) {
+    int64_t got = greedy_forward(sa, sd, ids, positions, m, past, mask, mask_kind, ms);
+    return got < 0 ? got : screen_rows_of(sa, P(13, const float *), m, argmax_out);
+}
+
+/* The forward of a decode step from the draft tree itself: the pending token (position `past`, the cache holds `past`
+ * entries per layer) and below it the n nodes of a draft tree (tokens, parents: n int64 each, a parent -1 or an
+ * earlier node), their ids, positions and tree mask written to the scratch (fc_tree_inputs: the same values as
+ * engine.draft_tree.DraftTree.forward_inputs) instead of by the caller's tensors; n = 0: a plain step. Returns as
+ * greedy_forward, and -1 too when the mask's scratch is too small ((1 + n) * (past + 1 + n) floats) or a parent does
+ * not precede its node. */
+static int64_t tree_forward(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
+                            const int64_t *parents, int64_t n, int64_t past) {
     int64_t rows = n + 1, keys = past + rows;
     int64_t *ids = P(24, int64_t *), *positions = P(25, int64_t *);
     float *mask = P(26, float *);
@@ -83,16 +102,103 @@ int64_t fc_greedy_tree_step(const int64_t *sa, const double *sd, int64_t pending
     if (n == 0) {
         int64_t none[3] = {0, 0, 0};
         positions[0] = past;
-        return fc_greedy_step(sa, sd, ids, positions, 1, past, 0, 0, none, argmax_out);
+        return greedy_forward(sa, sd, ids, positions, 1, past, 0, 0, none);
     }
     if (rows * keys > sa[27] || fc_tree_inputs(parents, n, past, (float)sd[1], mask, positions) != 0) return -1;
     int64_t ms[3] = {rows * keys, keys, 1};
-    return fc_greedy_step(sa, sd, ids, positions, rows, past, mask, 2, ms, argmax_out);
+    return greedy_forward(sa, sd, ids, positions, rows, past, mask, 2, ms);
 }
 
-/* The greedy walk from the root (engine.verify.walk_greedy): node -1 is the pending token; at each visited node the
- * row's greedy token goes down to the child with that token (the last such child, as walk_greedy's dict keeps it)
- * or ends the walk as the bonus token. Writes the accepted nodes to path; returns their count, *bonus the token. */
+/* tree_forward, then the 1 + n rows' greedy tokens (argmax_out); returns as fc_greedy_step. */
+int64_t fc_greedy_tree_step(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
+                            const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out) {
+    int64_t got = tree_forward(sa, sd, pending, tokens, parents, n, past);
+    return got < 0 ? got : screen_rows_of(sa, P(13, const float *), n + 1, argmax_out);
+}
+
+/* Rows a lazy walk screens in one pass (fc_screen_argmax takes 4 rows at a time), and the least estimated probability,
+ * from the pass's first row, of reaching a row the pass screens ahead of the walk. A pass costs ~73 us for 1 row, ~95
+ * for 2, ~158 for 4 (tiny-py-coder's 8,192 x 256 head, AVX2): a row screened ahead costs ~25-30 us, a later pass ~75,
+ * so a row is worth screening ahead where the walk reaches it with probability >= ~0.4 (replayed on this project's
+ * trees: benchmarks/results/2026-11-29f/). */
+#define LAZY_PASS_ROWS 4
+#define LAZY_REACH 0.4
+
+/* The child of `node` (-1: the pending token) the walk most likely goes to: the largest probs[] (the first of equal
+ * ones), or the first child where probs is NULL; -1 where it has none. */
+static int64_t likely_child(const int64_t *parents, const double *probs, int64_t n, int64_t node, double *p) {
+    int64_t best = -1;
+    double bp = 0.0;
+    for (int64_t i = node + 1; i < n; i++) /* children follow their parent */
+        if (parents[i] == node) {
+            double q = probs ? probs[i] : 1.0;
+            if (best < 0 || q > bp) {
+                best = i;
+                bp = q;
+            }
+            if (!probs) break;
+        }
+    *p = bp;
+    return best;
+}
+
+/* The greedy walk from the root (engine.verify.walk_greedy) over the rows of a forward that has run (final hidden
+ * states in the `out` scratch), screening only the rows it reads: node -1 is the pending token (row 0), node i's row
+ * is 1 + i; at each visited node the row's greedy token goes down to the child with that token (the last such child,
+ * as walk_greedy's dict keeps it) or ends the walk as the bonus token. A row not yet screened is screened in a pass
+ * with up to LAZY_PASS_ROWS - 1 rows below it along the likeliest children (probs: (n,) float64 P(node accepted |
+ * parent accepted), NULL: the first children, no bound) while their estimated reach stays >= LAZY_REACH. A row's
+ * token does not depend on which rows share its pass (fc_screen_argmax), so the walk is the one over every row's.
+ * Writes the accepted nodes to path, *bonus the token, best[row] for each screened row (others untouched),
+ * screened[0] the exact logits computed and screened[1] the rows screened. Returns the accepted count, -3 where the
+ * screen declined a row (the caller's whole head then chooses every row and walks), -1 for a tree too large for the
+ * walk's stack flags (more than 255 nodes: the caller's full screen). */
+static int64_t lazy_walk(const int64_t *sa, const int64_t *tokens, const int64_t *parents, const double *probs,
+                         int64_t n, int64_t *best, int64_t *path, int64_t *bonus, int64_t *screened) {
+    uint8_t done[256];
+    if (n + 1 > (int64_t)sizeof(done)) return -1;
+    memset(done, 0, (size_t)(n + 1));
+    int64_t hidden = sa[3], node = -1, len = 0;
+    const float *out = P(13, const float *);
+    float *x = P(10, float *); /* the forward's input rows: free once it has run */
+    screened[0] = screened[1] = 0;
+    for (;;) {
+        int64_t row = node + 1;
+        if (!done[row]) {
+            int64_t rows[LAZY_PASS_ROWS], got[LAZY_PASS_ROWS], cnt = 0, at = node;
+            double reach = 1.0, p;
+            rows[cnt++] = row;
+            while (cnt < LAZY_PASS_ROWS) {
+                int64_t child = likely_child(parents, probs, n, at, &p);
+                if (child < 0 || done[child + 1]) break;
+                if (probs && !((reach *= p) >= LAZY_REACH)) break;
+                rows[cnt++] = child + 1;
+                at = child;
+            }
+            for (int64_t r = 0; r < cnt; r++)
+                memcpy(x + r * hidden, out + rows[r] * hidden, (size_t)hidden * sizeof(float));
+            int64_t e = screen_rows_of(sa, x, cnt, got);
+            if (e < 0) return e;
+            screened[0] += e;
+            screened[1] += cnt;
+            for (int64_t r = 0; r < cnt; r++) {
+                best[rows[r]] = got[r];
+                done[rows[r]] = 1;
+            }
+        }
+        int64_t token = best[row], child = -1;
+        for (int64_t i = node + 1; i < n; i++)
+            if (parents[i] == node && tokens[i] == token) child = i;
+        if (child < 0) {
+            *bonus = token;
+            return len;
+        }
+        path[len++] = child;
+        node = child;
+    }
+}
+
+/* The greedy walk over every row's token (best: 1 + n), as lazy_walk walks them. */
 static int64_t walk(const int64_t *best, const int64_t *tokens, const int64_t *parents, int64_t n, int64_t *path,
                     int64_t *bonus) {
     int64_t node = -1, len = 0;
@@ -109,21 +215,31 @@ static int64_t walk(const int64_t *best, const int64_t *tokens, const int64_t *p
     }
 }
 
-/* fc_greedy_tree_step, then the greedy walk over its tokens and the accepted nodes' keys and values moved into the
- * slots right after the pending token in every layer (engine.verify.compact_cache: the same bytes; rows past + 1 +
- * path[j] to past + 1 + j, parents first so none is read after it was written). committed (n + 1 int64) gets the
- * accepted nodes' tokens then the bonus token, path (n int64) the accepted nodes, *exact the screen's count of
- * exact logits. Returns the accepted count
- * (>= 0; the caches then hold past + 1 + that many entries: the caller sets its fill marks), or as
- * fc_greedy_tree_step when negative (-3: the forward ran, nothing walked or moved: the caller's whole head
- * chooses, the caller walks and compacts). */
+/* fc_greedy_tree_step's forward, then the greedy walk screening only the rows it reads (lazy_walk; probs NULL or the
+ * nodes' (n,) float64 estimates, which only choose the rows screened ahead) and the accepted nodes' keys and values
+ * moved into the slots right after the pending token in every layer (engine.verify.compact_cache: the same bytes;
+ * rows past + 1 + path[j] to past + 1 + j, parents first so none is read after it was written). committed (n + 1
+ * int64) gets the accepted nodes' tokens then the bonus token, path (n int64) the accepted nodes, argmax_out the
+ * screened rows' tokens (the others are not computed), exact (2 int64) the screen's count of exact logits and of rows
+ * screened. Returns the accepted count (>= 0; the caches then hold past + 1 + that many entries: the caller sets its
+ * fill marks), or as fc_greedy_tree_step when negative (-3: the forward ran, nothing walked or moved, argmax_out
+ * not every row's: the caller's whole head chooses, the caller walks and compacts). */
 int64_t fc_greedy_tree_verify(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
-                              const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out, int64_t *path,
-                              int64_t *committed, int64_t *exact) {
-    int64_t got = fc_greedy_tree_step(sa, sd, pending, tokens, parents, n, past, argmax_out);
-    if (got < 0) return got;
-    *exact = got;
-    int64_t bonus, len = walk(argmax_out, tokens, parents, n, path, &bonus);
+                              const int64_t *parents, const double *probs, int64_t n, int64_t past,
+                              int64_t *argmax_out, int64_t *path, int64_t *committed, int64_t *exact) {
+    int64_t bonus, len;
+    if (n > 254) { /* past the lazy walk's flags: every row screened, then walked */
+        int64_t got = fc_greedy_tree_step(sa, sd, pending, tokens, parents, n, past, argmax_out);
+        if (got < 0) return got;
+        exact[0] = got;
+        exact[1] = n + 1;
+        len = walk(argmax_out, tokens, parents, n, path, &bonus);
+    } else {
+        int64_t got = tree_forward(sa, sd, pending, tokens, parents, n, past);
+        if (got < 0) return got;
+        len = lazy_walk(sa, tokens, parents, probs, n, argmax_out, path, &bonus, exact);
+        if (len < 0) return len;
+    }
     for (int64_t j = 0; j < len; j++) committed[j] = tokens[path[j]];
     committed[len] = bonus;
     const int64_t *ia = P(0, const int64_t *);
@@ -157,10 +273,12 @@ enum { L_KEYS, L_SOURCES, L_ACCEPTED, L_TRIED, L_POOLED_ACCEPTED, L_POOLED_TRIED
  * key was out of its array (nothing updated: the caller's own update runs and raises) or the forward returned a
  * negative code (then nothing was walked either). */
 int64_t fc_greedy_tree_verify_learn(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
-                                    const int64_t *parents, int64_t n, int64_t past, int64_t *argmax_out,
+                                    const int64_t *parents, const double *probs, int64_t n, int64_t past,
+                                    int64_t *argmax_out,
                                     int64_t *path, int64_t *committed, int64_t *exact, int64_t *learn) {
     learn[L_LEARNED] = 0;
-    int64_t len = fc_greedy_tree_verify(sa, sd, pending, tokens, parents, n, past, argmax_out, path, committed, exact);
+    int64_t len = fc_greedy_tree_verify(sa, sd, pending, tokens, parents, probs, n, past, argmax_out, path, committed,
+                                        exact);
     if (len < 0) return len;
     const int64_t *keys = (const int64_t *)(intptr_t)learn[L_KEYS];
     const uint8_t *sources = (const uint8_t *)(intptr_t)learn[L_SOURCES];

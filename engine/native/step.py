@@ -10,7 +10,8 @@ tiny-py-coder step over 1,000 cached tokens on this project's 2-core CPU
 per step only what can change between steps: the weights (once per generation inside
 :meth:`engine.native.layer.FusedPlan.pinned`), the cache's buffers, the row count. Entry points: :meth:`GreedyStep.tree`
 (a plain step or a tree's forward from the tree's own arrays: ``fc_greedy_tree_step``), :meth:`GreedyStep.verify` (the
-same, walked and compacted: ``fc_greedy_tree_verify``), :class:`BoundVerify` (``verify`` for one cache through one
+same, walked and compacted, the LM head screening only the rows the walk reads: ``fc_greedy_tree_verify``),
+:class:`BoundVerify` (``verify`` for one cache through one
 generation, its checks made again only where something they covered changed) and :meth:`GreedyStep.run` (a forward
 from tensors: ``fc_greedy_step``). The arithmetic is the separate calls', so tokens and cache bytes are the same bits.
 
@@ -31,9 +32,10 @@ import torch
 from ..kv_cache import buffers_epoch
 from .layer import FusedPlan, mask_args, point_at_cache
 from .linear import sync_threads
+from .draft_ahead import VP_PROBS
 from .propose import BuilderTree
 from .screened_head import ScreenedHead
-from .step_loop import (LOG_EXACT, LOG_HEAD_LEARNED, LOG_LEARNED, LOG_N, LP_KEYS, LP_KV_CAPACITY, LP_LAST_N,
+from .step_loop import (LOG_EXACT, LOG_HEAD_LEARNED, LOG_LEARNED, LOG_SCREENED, LP_KEYS, LP_KV_CAPACITY, LP_LAST_N,
                         LP_LAST_PAST, LP_MASK_FLOATS, LP_MAX_ROWS, LP_MAX_STEPS, LP_NOTE_MISS, LP_SOURCES,
                         LP_STEPS, StepLoop, step_loop_on)
 
@@ -59,6 +61,18 @@ class _CacheView:
         self.capacity = capacity
 
 
+def copy_probs(scratch: "_Scratch", tree, n: int) -> int | None:
+    """``tree``'s node estimates (``probs``: (n,) float64) copied into the scratch for the lazy walk's choice of the
+    rows it screens ahead; returns their address (also ``scratch.probs_arg``), or None (the C code's NULL: the first
+    children, no bound) for a tree without them."""
+    probs = getattr(tree, "probs", None)
+    scratch.probs_arg = None
+    if n and probs is not None and len(probs) == n:
+        scratch.probs[:n] = probs
+        scratch.probs_arg = scratch.probs_ptr
+    return scratch.probs_arg
+
+
 class _Scratch:
     """One thread's buffers for :class:`GreedyStep`: ``sa`` (the step's constants and this thread's buffers) and its
     address, the inputs' and outputs' scratch for ``rows`` rows and a tree mask of ``floats`` entries."""
@@ -74,13 +88,18 @@ class _Scratch:
         self.argmax = np.zeros(rows, dtype=np.int64)
         self.ids, self.positions = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
         self.tokens, self.parents = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
+        # the nodes' acceptance estimates, which choose the rows the lazy walk screens ahead (fc_greedy_tree_verify)
+        self.probs = np.zeros(rows, dtype=np.float64)
+        self.probs_ptr = self.probs.ctypes.data
+        self.probs_arg = None  # the call's: probs_ptr where its tree has estimates, else None (NULL)
         self.mask = np.zeros(floats, dtype=np.float32)
         self.sa = step.sa.copy()
         self.sa[10:14] = [self.x.data_ptr(), self.cos.data_ptr(), self.sin.data_ptr(), self.out.data_ptr()]
         self.sa[22:28] = [self.screen_scratch.ctypes.data, rows, self.ids.ctypes.data, self.positions.ctypes.data,
                           self.mask.ctypes.data, floats]
         self.sa_ptr, self.argmax_ptr = self.sa.ctypes.data, self.argmax.ctypes.data
-        self.path, self.committed, self.exact = (np.zeros(k, dtype=np.int64) for k in (rows, rows + 1, 1))
+        # exact: the screen's exact logits and rows screened in the call
+        self.path, self.committed, self.exact = (np.zeros(k, dtype=np.int64) for k in (rows, rows + 1, 2))
         self.verify_ptrs = (self.argmax_ptr, self.path.ctypes.data, self.committed.ctypes.data, self.exact.ctypes.data)
         self.tokens_ptr, self.parents_ptr = self.tokens.ctypes.data, self.parents.ctypes.data
         # a verified tree's acceptance-estimate buckets and source bitmasks (BoundVerify's learning)
@@ -245,6 +264,7 @@ class GreedyStep:
         if n:
             scratch.tokens[:n] = tree.tokens
             scratch.parents[:n] = tree.parents
+        copy_probs(scratch, tree, n)
         sync_threads(self.lib)
         return scratch
 
@@ -257,14 +277,16 @@ class GreedyStep:
             layer._len = end
         kept[0] = scratch.out_rows[rows]
         screen = self.screen
-        screen.rows += rows
+        screen.rows += int(scratch.exact[1])
         screen.exact += int(scratch.exact[0])
         return scratch.path[:got].tolist(), scratch.committed[:got + 1].tolist()
 
     def verify(self, pending: int, tree, past: int, cache, kept: list) -> tuple[list[int], list[int]] | None:
-        """:meth:`tree`, then greedy acceptance in the same native call (``fc_greedy_tree_verify``): the walk from the
-        root over the rows' tokens and the accepted nodes' keys and values moved next to the pending token (the same
-        path, tokens and cache bytes as :func:`engine.verify.walk_greedy` and :func:`engine.verify.compact_cache`).
+        """:meth:`tree`'s forward, then greedy acceptance in the same native call (``fc_greedy_tree_verify``): the walk
+        from the root, the LM head screening only the rows it reads (the pending token's and each accepted node's, in
+        passes of up to 4 rows along the likeliest children by ``tree.probs``), and the accepted nodes' keys and
+        values moved next to the pending token (the same path, tokens and cache bytes as
+        :func:`engine.verify.walk_greedy` over every row and :func:`engine.verify.compact_cache`).
 
         Returns ``(path, committed)``: the accepted node indices (root to leaf) and their tokens followed by the
         model's own next token; the cache then holds ``past + 1 + len(path)`` entries. None with nothing done where
@@ -276,7 +298,7 @@ class GreedyStep:
         layers, scratch, n = ready
         rows = n + 1
         got = self.lib.fc_greedy_tree_verify(scratch.sa_ptr, self._sd_ptr, pending, scratch.tokens_ptr,
-                                             scratch.parents_ptr, n, past, *scratch.verify_ptrs)
+                                             scratch.parents_ptr, scratch.probs_arg, n, past, *scratch.verify_ptrs)
         if got < 0:  # not taken (None), no memory (raises), or the whole head's tokens: walked here
             best = self._finish(got, scratch, layers, past, rows, kept)
             return None if best is None else self.walk(best, tree, past, cache)
@@ -469,6 +491,7 @@ class BoundVerify:
         if n:
             scratch.tokens[:n] = tree.tokens
             scratch.parents[:n] = tree.parents
+        vp[VP_PROBS] = copy_probs(scratch, tree, n) or 0
         return ready, estimated
 
     def verify_draft(self, pending: int, tree, past: int, ahead) -> tuple[list[int], list[int], bool, bool]:
@@ -553,7 +576,7 @@ class BoundVerify:
             ahead.from_builder = True
             screen = step.screen
             for i, rec in enumerate(records):
-                screen.rows += rec[LOG_N] + 1
+                screen.rows += rec[LOG_SCREENED]
                 screen.exact += rec[LOG_EXACT]
                 if (ready if i == 0 else later_ready) and rec[LOG_LEARNED] and self.head is not None:
                     self.head.learned += rec[LOG_HEAD_LEARNED]
@@ -587,12 +610,12 @@ class BoundVerify:
         la_ptr = self.la_ptr
         learned = False
         if la_ptr is None:
-            got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
-                          *scratch.verify_ptrs)
+            got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr,
+                          scratch.probs_arg, n, past, *scratch.verify_ptrs)
         else:
             ready = self._learn_args(tree, scratch, n)
-            got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr, n, past,
-                          *scratch.verify_ptrs, la_ptr)
+            got = self.fn(scratch.sa_ptr, self.sd_ptr, pending, scratch.tokens_ptr, scratch.parents_ptr,
+                          scratch.probs_arg, n, past, *scratch.verify_ptrs, la_ptr)
             learned = self._learned(ready)
         if got < 0:  # no memory (raises), or the whole head's tokens: walked here (nothing learned: C walked nothing)
             return (*self._walked_here(got, scratch, tree, pending, past, rows), False)
