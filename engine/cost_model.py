@@ -320,6 +320,13 @@ def isotonic_curve(ratios) -> list[float]:
 #: A c(1) above this is taken for a measurement spoiled by other load (one more token costs at most a
 #: few tens of percent on any device this project has met: 1.05-1.37 on a 2-core CPU).
 PLAUSIBLE_C1 = 2.0
+#: A cached curve is checked against the device at each process's first load of it (:func:`drifted`): c(DRIFT_SIZE)
+#: timed at the curve's short context in DRIFT_ROUNDS rounds (~0.28 s for tiny-py-coder on a 2-core CPU); where it is
+#: off the cached value by more than DRIFT_TOLERANCE (relative), the whole curve is measured again and cached. The
+#: device a curve was measured on changes under it: on this project's shared 2-core VM a plain step took 1.42 ms at
+#: 512 cached tokens at 04:09 and 2.19-2.42 ms at 14:00 the same day, c(8) 2.30 then and 1.83-1.88 now
+#: (benchmarks/results/2026-11-29f/): trees sized by the morning's curve were too small for the afternoon's machine.
+DRIFT_SIZE, DRIFT_ROUNDS, DRIFT_TOLERANCE = 8, 5, 0.12
 #: Environment variable naming a c(n) curve (JSON with "sizes" and "ratios", as the cache files hold)
 #: or ``flat``, used instead of measuring (tests use it so decoding does not depend on timing).
 COST_ENV = "FASTCODER_VERIFY_COST"
@@ -379,6 +386,21 @@ def measure_curves(loaded, budget_s: float = MEASURE_BUDGET_S) -> VerifyCost:
                    rounds=min(short.rounds, long.rounds))
 
 
+def drifted(loaded, cost: VerifyCost) -> bool:
+    """Whether the device no longer runs ``loaded`` as ``cost`` says: c(:data:`DRIFT_SIZE`) measured now
+    (:func:`measure_verify_cost` at ``cost.context``, :data:`DRIFT_ROUNDS` rounds) is off ``cost``'s by more than
+    :data:`DRIFT_TOLERANCE` of it. False without a check (no rounds, a curve without a context)."""
+    if DRIFT_ROUNDS <= 0 or not cost.ratios or cost.context <= 0:
+        return False
+    want = float(cost.c(DRIFT_SIZE))
+    now = float(measure_verify_cost(loaded, context=cost.context, sizes=(DRIFT_SIZE,), repeats=DRIFT_ROUNDS)
+                .c(DRIFT_SIZE))
+    if abs(now / want - 1.0) <= DRIFT_TOLERANCE:
+        return False
+    log.info("verify cost drifted: c(%d) %.3f now, %.3f cached; measuring the curve again", DRIFT_SIZE, now, want)
+    return True
+
+
 def _from_env() -> VerifyCost | None:
     value = os.environ.get(COST_ENV, "").strip()
     if not value:
@@ -408,7 +430,8 @@ def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = No
     """The cached curve for this (model, device, dtype, threads), measured and cached on first use.
 
     The file is written to a temporary and renamed into place; an unreadable or mismatching file is
-    measured again; an implausible measurement (:func:`plausible`) is retried twice and never cached.
+    measured again, and so is a curve the device has drifted from (:func:`drifted`, checked once per process); an
+    implausible measurement (:func:`plausible`) is retried twice and never cached.
     ``$FASTCODER_VERIFY_COST`` (a curve file, or ``flat``) replaces the measurement when no
     ``cache_dir`` is given. Never raises for cache problems (they are logged)."""
     if cache_dir is None and (fixed := _from_env()) is not None:
@@ -425,8 +448,9 @@ def load_or_measure_verify_cost(loaded, cache_dir: str | os.PathLike | None = No
         data = json.loads(text)
         if data.get("key") == key:
             cost = VerifyCost.from_dict(data)
-            _LOADED[str(path)] = (text, cost)
-            return cost
+            if not drifted(loaded, cost):
+                _LOADED[str(path)] = (text, cost)
+                return cost
     except FileNotFoundError:
         pass
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -14,6 +14,15 @@ from engine.draft_tree import SOURCE_CONTEXT, SOURCE_REPO, Candidates
 from engine.tree_builder import build_draft_tree
 
 
+@pytest.fixture(autouse=True)
+def _no_drift_check(monkeypatch):
+    """Loads here do not time the device against a cached curve (the counted fakes below stand in for
+    measurements); the test of the check turns it on."""
+    import engine.cost_model as cm
+
+    monkeypatch.setattr(cm, "DRIFT_ROUNDS", 0)
+
+
 def _candidates(rows, counts, source=SOURCE_REPO, match=6):
     width = max(len(r) for r in rows)
     arr = np.full((len(rows), width), -1, dtype=np.int64)
@@ -178,6 +187,42 @@ def test_a_curve_cached_on_another_processor_is_measured_again(tmp_path, monkeyp
     assert len(calls) == 4 and other.key["processor"] == "CPU B x16" and other.ratios != first.ratios
     monkeypatch.setattr(cm, "device_name", lambda device: "CPU A x2")
     assert load_or_measure_verify_cost(loaded, tmp_path).ratios == first.ratios and len(calls) == 4  # still cached
+
+
+def test_a_cached_curve_the_device_drifted_from_is_measured_again(tmp_path, monkeypatch):
+    """Each process's first load of a cached curve times c(8) now: within 12% of the cached value the curve serves;
+    further off (the machine got faster or slower since) the whole curve is measured again and cached."""
+    import engine.cost_model as cm
+
+    loaded = loaded_random("llama")
+    curves, spots = [], []
+    now = {"c8": 1.9}
+
+    def fake_measure(loaded_model, context=512, sizes=cm.SIZES, **kwargs):
+        if tuple(sizes) == (cm.DRIFT_SIZE,):
+            spots.append((context, kwargs.get("repeats")))
+            return VerifyCost([cm.DRIFT_SIZE], [now["c8"]], 5.0, context, cm.cost_key(loaded_model))
+        curves.append(context)
+        return VerifyCost([1, 4, 8], [1.2, 1.5, 1.9 + 0.1 * len(curves)], 5.0, context, cm.cost_key(loaded_model))
+
+    monkeypatch.setattr(cm, "measure_verify_cost", fake_measure)
+    monkeypatch.setattr(cm, "SHORT_CONTEXT", 64)
+    monkeypatch.setattr(cm, "LONG_CONTEXT", 256)
+    monkeypatch.setattr(cm, "DRIFT_ROUNDS", 5)
+    first = load_or_measure_verify_cost(loaded, tmp_path)  # measured: nothing to check
+    assert (len(curves), spots, first.c(8)) == (2, [], 2.0)
+    cm._LOADED.clear()  # another process
+    now["c8"] = 2.2  # 10% off: kept
+    assert load_or_measure_verify_cost(loaded, tmp_path).ratios == first.ratios
+    assert len(curves) == 2 and spots == [(64, 5)]
+    assert load_or_measure_verify_cost(loaded, tmp_path).ratios == first.ratios and len(spots) == 1  # once a process
+    cm._LOADED.clear()
+    now["c8"] = 1.7  # 15% off: measured again, and the new curve cached
+    again = load_or_measure_verify_cost(loaded, tmp_path)
+    assert len(curves) == 4 and again.c(8) == pytest.approx(2.2) and len(spots) == 2
+    cm._LOADED.clear()
+    now["c8"] = 2.2
+    assert load_or_measure_verify_cost(loaded, tmp_path).c(8) == pytest.approx(2.2) and len(curves) == 4
 
 
 def test_a_curve_spoiled_by_load_is_measured_again_and_never_cached(tmp_path, monkeypatch):
