@@ -149,28 +149,25 @@ static int64_t likely_child(const int64_t *parents, const double *probs, int64_t
  * with up to LAZY_PASS_ROWS - 1 rows below it along the likeliest children (probs: (n,) float64 P(node accepted |
  * parent accepted), NULL: the first children, no bound) while their estimated reach stays >= LAZY_REACH. A row's
  * token does not depend on which rows share its pass (fc_screen_argmax), so the walk is the one over every row's.
- * Writes the accepted nodes to path, *bonus the token, best[row] for each screened row (others untouched),
- * screened[0] the exact logits computed and screened[1] the rows screened. Returns the accepted count, -3 where the
- * screen declined a row (the caller's whole head then chooses every row and walks), -1 for a tree too large for the
- * walk's stack flags (more than 255 nodes: the caller's full screen). */
+ * Writes the accepted nodes to path, *bonus the token, best[row] for each screened row (-1 for the others: best has
+ * 1 + n entries), screened[0] the exact logits computed and screened[1] the rows screened. Returns the accepted count,
+ * or -3 where the screen declined a row (the caller's whole head then chooses every row and walks). */
 static int64_t lazy_walk(const int64_t *sa, const int64_t *tokens, const int64_t *parents, const double *probs,
                          int64_t n, int64_t *best, int64_t *path, int64_t *bonus, int64_t *screened) {
-    uint8_t done[256];
-    if (n + 1 > (int64_t)sizeof(done)) return -1;
-    memset(done, 0, (size_t)(n + 1));
+    for (int64_t r = 0; r <= n; r++) best[r] = -1; /* not screened yet */
     int64_t hidden = sa[3], node = -1, len = 0;
     const float *out = P(13, const float *);
     float *x = P(10, float *); /* the forward's input rows: free once it has run */
     screened[0] = screened[1] = 0;
     for (;;) {
         int64_t row = node + 1;
-        if (!done[row]) {
+        if (best[row] < 0) {
             int64_t rows[LAZY_PASS_ROWS], got[LAZY_PASS_ROWS], cnt = 0, at = node;
             double reach = 1.0, p;
             rows[cnt++] = row;
             while (cnt < LAZY_PASS_ROWS) {
                 int64_t child = likely_child(parents, probs, n, at, &p);
-                if (child < 0 || done[child + 1]) break;
+                if (child < 0 || best[child + 1] >= 0) break;
                 if (probs && !((reach *= p) >= LAZY_REACH)) break;
                 rows[cnt++] = child + 1;
                 at = child;
@@ -181,30 +178,10 @@ static int64_t lazy_walk(const int64_t *sa, const int64_t *tokens, const int64_t
             if (e < 0) return e;
             screened[0] += e;
             screened[1] += cnt;
-            for (int64_t r = 0; r < cnt; r++) {
-                best[rows[r]] = got[r];
-                done[rows[r]] = 1;
-            }
+            for (int64_t r = 0; r < cnt; r++) best[rows[r]] = got[r];
         }
         int64_t token = best[row], child = -1;
         for (int64_t i = node + 1; i < n; i++)
-            if (parents[i] == node && tokens[i] == token) child = i;
-        if (child < 0) {
-            *bonus = token;
-            return len;
-        }
-        path[len++] = child;
-        node = child;
-    }
-}
-
-/* The greedy walk over every row's token (best: 1 + n), as lazy_walk walks them. */
-static int64_t walk(const int64_t *best, const int64_t *tokens, const int64_t *parents, int64_t n, int64_t *path,
-                    int64_t *bonus) {
-    int64_t node = -1, len = 0;
-    for (;;) {
-        int64_t token = best[node + 1], child = -1;
-        for (int64_t i = node + 1; i < n; i++) /* children follow their parent */
             if (parents[i] == node && tokens[i] == token) child = i;
         if (child < 0) {
             *bonus = token;
@@ -220,26 +197,17 @@ static int64_t walk(const int64_t *best, const int64_t *tokens, const int64_t *p
  * moved into the slots right after the pending token in every layer (engine.verify.compact_cache: the same bytes;
  * rows past + 1 + path[j] to past + 1 + j, parents first so none is read after it was written). committed (n + 1
  * int64) gets the accepted nodes' tokens then the bonus token, path (n int64) the accepted nodes, argmax_out the
- * screened rows' tokens (the others are not computed), exact (2 int64) the screen's count of exact logits and of rows
+ * screened rows' tokens (-1 for the rows not screened), exact (2 int64) the screen's count of exact logits and of rows
  * screened. Returns the accepted count (>= 0; the caches then hold past + 1 + that many entries: the caller sets its
  * fill marks), or as fc_greedy_tree_step when negative (-3: the forward ran, nothing walked or moved, argmax_out
  * not every row's: the caller's whole head chooses, the caller walks and compacts). */
 int64_t fc_greedy_tree_verify(const int64_t *sa, const double *sd, int64_t pending, const int64_t *tokens,
                               const int64_t *parents, const double *probs, int64_t n, int64_t past,
                               int64_t *argmax_out, int64_t *path, int64_t *committed, int64_t *exact) {
-    int64_t bonus, len;
-    if (n > 254) { /* past the lazy walk's flags: every row screened, then walked */
-        int64_t got = fc_greedy_tree_step(sa, sd, pending, tokens, parents, n, past, argmax_out);
-        if (got < 0) return got;
-        exact[0] = got;
-        exact[1] = n + 1;
-        len = walk(argmax_out, tokens, parents, n, path, &bonus);
-    } else {
-        int64_t got = tree_forward(sa, sd, pending, tokens, parents, n, past);
-        if (got < 0) return got;
-        len = lazy_walk(sa, tokens, parents, probs, n, argmax_out, path, &bonus, exact);
-        if (len < 0) return len;
-    }
+    int64_t bonus, len = tree_forward(sa, sd, pending, tokens, parents, n, past);
+    if (len < 0) return len;
+    len = lazy_walk(sa, tokens, parents, probs, n, argmax_out, path, &bonus, exact);
+    if (len < 0) return len;
     for (int64_t j = 0; j < len; j++) committed[j] = tokens[path[j]];
     committed[len] = bonus;
     const int64_t *ia = P(0, const int64_t *);
