@@ -80,7 +80,7 @@ class SpeculativeDecoder:
             by int8 screening and exact rescoring where the model allows it,
             :func:`engine.lean_forward.forward_greedy`, the same tokens; False: the whole head's logits),
             ``step_loop`` (default True: fastcoder's greedy steps run back to back in one native call where
-            Python has nothing to do between them, :meth:`engine.native.step.BoundVerify.verify_loop`, the same
+            Python has nothing to do between them, :meth:`engine.native.bound_verify.BoundVerify.verify_loop`, the same
             tokens and trees; ``$FASTCODER_STEP_LOOP=0`` switches it off for every decoder).
             fastcoder only: ``size_by_cost`` (default True: each tree is sized against the
             measured verify cost with online acceptance estimates, :mod:`engine.acceptance`),

@@ -380,7 +380,7 @@ class Generation:
 
     def _replay(self, logged: list) -> np.ndarray:
         """The decoder's bookkeeping of the steps a native loop ran before its last (``logged``, in order, as
-        :meth:`engine.native.step.BoundVerify.verify_loop` returns them), as :meth:`tree_step` and
+        :meth:`engine.native.bound_verify.BoundVerify.verify_loop` returns them), as :meth:`tree_step` and
         :meth:`_end_before_step` do it after one call that drafted: the drafter's observation, the accepted length,
         the committed tokens (the loop ran on only where none is an EOS or shares a byte with a stop string, and the
         output stays below ``max_new``), the next tree's size. Returns the drafting context of the last step (the
@@ -451,7 +451,7 @@ class Generation:
         (``committed``: the ``path`` nodes' tokens, then the model's own token), count accepted nodes per source
         bitmask into ``hits`` (:func:`engine.draft_tree.hits_by_source` names them at the end: a per-node loop over
         the sources and a fancy index cost ~40 us a step with the caches cold). ``counted``: the verification's
-        native call did the estimates and the count already (:class:`engine.native.step.BoundVerify`); only the
+        native call did the estimates and the count already (:class:`engine.native.bound_verify.BoundVerify`); only the
         drafter observes. Returns the drafter's observe time in seconds (drafting work)."""
         estimator = self.estimator
         if not counted and estimator is not None and tree.keys is not None:

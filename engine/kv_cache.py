@@ -39,8 +39,8 @@ def buffers_epoch() -> int:
     """A number that changes whenever the key or value buffer of any :class:`PreallocatedLayer` is allocated,
     replaced or dropped (a new layer, growth, a reset, a batch reorder, a new tensor assigned to ``keys`` or
     ``values``), never back to a value it had. A native step that checked one cache's buffers at one value need not
-    check them again while it holds (:class:`engine.native.step.BoundVerify`: ~15 us a step of Python with the
-    caches cold after a forward). Moving the fill mark (updates that fit, crops, compaction) does not change it."""
+    check them again while it holds (:class:`engine.native.bound_verify.BoundVerify`: ~15 us a step of Python with
+    the caches cold after a forward). Moving the fill mark (updates that fit, crops, compaction) does not change it."""
     return _EPOCH[0]
 
 

@@ -427,7 +427,7 @@ def bind_greedy_verify(model, cache, fallback, learn=None):
     """:func:`greedy_tree_verify` for one generation on ``cache`` (:meth:`engine.native.step.GreedyStep.bind`: the
     checks made once, then only where something they covered changed), or None where no step serves ``model`` now.
     ``fallback(pending, tree, past)`` runs the steps it does not take; ``learn``: as
-    :class:`engine.native.step.BoundVerify`'s. Use it inside :func:`weights_pinned`: the weights are not checked
+    :class:`engine.native.bound_verify.BoundVerify`'s. Use it inside :func:`weights_pinned`: the weights are not checked
     again after the first call."""
     if model.training or torch.is_grad_enabled():
         return None

@@ -282,8 +282,8 @@ def greedy_verifier(model, cache, estimator=None, hits: np.ndarray | None = None
                     ) -> Callable[[int, DraftTree, int], tuple[list[int], list[int], bool]]:
     """:func:`verify_greedy` on ``cache`` for one generation: ``verify(pending, tree, past_len) -> (path, committed,
     learned)``, ``learned`` as below (False where nothing was learned in the call).
-    A float32 CPU model on the native stack gets :class:`engine.native.step.BoundVerify` (the one-call step with its
-    checks made once, not at every step: ~45 us less Python a step with the caches cold), everything else
+    A float32 CPU model on the native stack gets :class:`engine.native.bound_verify.BoundVerify` (the one-call step with
+    its checks made once, not at every step: ~45 us less Python a step with the caches cold), everything else
     :func:`verify_greedy` itself. Call it inside :func:`engine.lean_forward.weights_pinned` (no weight changes during
     the generation), on the thread that decodes.
 

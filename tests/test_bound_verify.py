@@ -1,4 +1,4 @@
-"""A greedy step's verification bound to one cache for a generation (engine.native.step.BoundVerify through
+"""A greedy step's verification bound to one cache for a generation (engine.native.bound_verify.BoundVerify through
 engine.verify.greedy_verifier): its checks run at the first call and again only after something they covered changed
 (the cache's buffers grown, the plan pointed at another cache, more rows than the attention takes), and every step's
 path, committed tokens and kept keys and values are those of engine.verify.verify_greedy, which checks at every call."""
@@ -16,6 +16,7 @@ from engine.kv_cache import buffers_epoch, new_kv_cache
 from engine.lean_forward import weights_pinned
 from engine.native import layer as fused_layer
 from engine.native import step as native_step
+from engine.native.bound_verify import BoundVerify
 from engine.steps import decode_one_token_greedy
 from engine.verify import greedy_verifier, verify_greedy
 from test_greedy_step import _model
@@ -79,13 +80,13 @@ def test_bound_steps_are_the_checked_calls_and_check_again_only_after_a_change(m
             assert got[1] == g[done:done + len(got[1])]
             tok, done = got[1][-1], done + len(got[1])
     checks, fallbacks = [], []
-    real_check = native_step.BoundVerify._check
-    monkeypatch.setattr(native_step.BoundVerify, "_check", lambda self, *a: checks.append(1) or real_check(self, *a))
+    real_check = BoundVerify._check
+    monkeypatch.setattr(BoundVerify, "_check", lambda self, *a: checks.append(1) or real_check(self, *a))
     with torch.inference_mode(), weights_pinned(model):
         bound_cache = _prefilled(model, prompt, prompt.shape[1] + 8)  # grows on the way: new buffers
         other = _prefilled(model, prompt, prompt.shape[1] + 64)
         verify = greedy_verifier(model, bound_cache)
-        assert isinstance(verify, native_step.BoundVerify)
+        assert isinstance(verify, BoundVerify)
         real_fallback = verify.fallback
         verify.fallback = lambda *a: fallbacks.append(len(a[1])) or real_fallback(*a)
         tok = pending
@@ -118,7 +119,7 @@ def test_outside_the_native_stack_the_verifier_is_the_checked_call(monkeypatch):
         g = _continuation(model, prompt, 3, 6)
         cache = _prefilled(model, prompt, 40)
         verify = greedy_verifier(model, cache)
-        assert not isinstance(verify, native_step.BoundVerify)
+        assert not isinstance(verify, BoundVerify)
         path, committed, learned = verify(3, _tree(g[:3], (g[0] + 1) % 256, 1), cache.get_seq_length())
     assert path == [2, 3, 4] and committed == g[:4] and learned is False
 

@@ -14,7 +14,7 @@ from engine.native import library
 from engine.native import draft_ahead as native_ahead
 from engine.native import propose as native_propose
 from engine.native import step_loop as native_loop
-from engine.native.step import BoundVerify
+from engine.native.bound_verify import BoundVerify
 from test_native_propose import _chains_hold
 
 pytestmark = pytest.mark.skipif(library() is None, reason="no C compiler: the native step is not built here")

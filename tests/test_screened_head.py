@@ -4,7 +4,6 @@ same tokens as through the full head."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -136,7 +135,7 @@ def test_greedy_decoding_through_the_screen_equals_the_full_head(tiny_coder, rea
 def test_the_verify_cost_is_measured_through_the_greedy_steps(tiny_coder, monkeypatch):
     """c(n) is timed through the calls greedy decoding makes: with the screen, the generation's bound verification,
     of an empty tree for the plain step and of the draft otherwise."""
-    import engine.native.step as native_step
+    from engine.native.bound_verify import BoundVerify
     import engine.verify as ver
     from engine.cost_model import SMALL_SAMPLES, measure_verify_cost
 
@@ -145,7 +144,7 @@ def test_the_verify_cost_is_measured_through_the_greedy_steps(tiny_coder, monkey
 
     def counted_verifier(model, cache, *learn):
         verify = real(model, cache, *learn)
-        assert isinstance(verify, native_step.BoundVerify)
+        assert isinstance(verify, BoundVerify)
 
         def counted(pending, tree, past_len):
             calls.append(len(tree))

@@ -11,7 +11,7 @@ from engine.datastore import Datastore
 from engine.decoder import SpeculativeDecoder
 from engine.native import library
 from engine.native.screened_head import screened_head
-from engine.native import step as native_step
+from engine.native.bound_verify import BoundVerify
 from engine.native import draft_ahead as native_ahead
 from engine.native import step_loop as native_loop
 from engine.stops import stop_touching
@@ -19,7 +19,7 @@ from engine.stops import stop_touching
 pytestmark = pytest.mark.skipif(library() is None, reason="no C compiler: the native step is not built here")
 
 CASES = ((None, 64), (["\n"], 32), (["\n\n"], 64), (None, 5), (["self."], 48))
-_REAL_MAKE, _REAL_LOOP = SpeculativeDecoder._make_drafter, native_step.BoundVerify.verify_loop
+_REAL_MAKE, _REAL_LOOP = SpeculativeDecoder._make_drafter, BoundVerify.verify_loop
 
 
 def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES) -> tuple[list, list, list]:
@@ -40,7 +40,7 @@ def _run(tiny_coder, prompts, monkeypatch, loop: bool, stores=None, cases=CASES)
         turns.extend(step.retrieved for step in got[4])
         return got
     monkeypatch.setattr(SpeculativeDecoder, "_make_drafter", make)
-    monkeypatch.setattr(native_step.BoundVerify, "verify_loop", verify_loop)
+    monkeypatch.setattr(BoundVerify, "verify_loop", verify_loop)
     options = {} if stores is None else {"repo_datastore": stores[0](), "common_datastore": stores[1]()}
     dec = SpeculativeDecoder(tiny_coder, "fastcoder", **options)
     results = []
@@ -172,7 +172,7 @@ def _first_calls(tiny_coder, ids, monkeypatch, before_first=None, **generate):
         got = _REAL_LOOP(self, pending, tree, past, ahead, step_loop)
         logged.append(len(got[4]))
         return got
-    monkeypatch.setattr(native_step.BoundVerify, "verify_loop", verify_loop)
+    monkeypatch.setattr(BoundVerify, "verify_loop", verify_loop)
     res = SpeculativeDecoder(tiny_coder, "fastcoder").generate(ids, max_new_tokens=64, **generate)
     return res, logged
 

@@ -45,8 +45,8 @@ METHOD_SPECS: dict[str, tuple[str, dict]] = {
     # screening (engine.lean_forward.forward_greedy; the same tokens)
     "ar-full-head": ("ar", {"screened_head": False}),
     "fastcoder-full-head": ("fastcoder", {"screened_head": False}),
-    # one native call a step: Python between every two steps (engine.native.step.BoundVerify.verify_loop not used;
-    # the same tokens and trees)
+    # one native call a step: Python between every two steps (engine.native.bound_verify.BoundVerify.verify_loop
+    # not used; the same tokens and trees)
     "fastcoder-step-by-step": ("fastcoder", {"step_loop": False}),
     # the forward's AVX2 kernels on a CPU with AVX-512 (engine.native.forward_kernels around each generation; the
     # same tokens, the same trees: the verify-cost curve stays the process's). None for ar: its one-row steps run

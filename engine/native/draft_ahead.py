@@ -5,7 +5,7 @@ After the walk and the learning the call makes the drafter's observation of the 
 appends the committed tokens to the context copy's sequence and runs ``fc_propose`` on the new context (on the cost
 curve of the bucket it falls in), and where D_r and D_c get their turn, the retrieval strategy and their search
 (``retrieve_turn``). The tree stays in the builder's arrays (:class:`engine.native.propose.BuilderTree`) and the next
-call verifies it there (:meth:`engine.native.step.BoundVerify.verify_draft`). The same trees and counts as the
+call verifies it there (:meth:`engine.native.bound_verify.BoundVerify.verify_draft`). The same trees and counts as the
 drafter's :meth:`~engine.drafters.FastCoderDrafter.propose` before each verification, which ``$FASTCODER_DRAFT_AHEAD=0``
 keeps. A generation's first tree, and one the call before did not draft, come from ``fc_draft_ahead`` in the same
 fields (:meth:`DraftAhead.draft_first`), the first step's fields made ready before the prefill (:meth:`DraftAhead.prime`).
@@ -53,8 +53,8 @@ NEXT_UNCUT = -1
 
 class DraftAhead:
     """The next step's drafting done in the verification's native call (``fc_verify_propose`` in draft_ahead.c): the
-    fields of :meth:`engine.native.step.BoundVerify.verify_draft`, one set per thread and drafter settings (kept by
-    :class:`engine.native.propose.ProposeArgs`, taken by each generation's drafter through :meth:`start`).
+    fields of :meth:`engine.native.bound_verify.BoundVerify.verify_draft`, one set per thread and drafter settings
+    (kept by :class:`engine.native.propose.ProposeArgs`, taken by each generation's drafter through :meth:`start`).
 
     Per step the decoder calls :meth:`ready` (the drafter's arguments checked as
     :func:`engine.native.propose.propose_native` checks them, the cache's and the history's mirrors synced, the

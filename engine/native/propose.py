@@ -19,9 +19,9 @@ pending (its search merges base and overlay) is searched in Python. Any other co
 On the CPU's one-call greedy step the next step's tree is drafted inside the verification's own native call
 (``fc_verify_propose``: the verification, the drafter's observation of it in the cache's mirror, the committed tokens
 appended to the copy's sequence, ``fc_propose``), left in the builder's arrays and verified there by the next call
-(:mod:`engine.native.draft_ahead`, :class:`BuilderTree`, :meth:`engine.native.step.BoundVerify.verify_draft`): the
-same trees, without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays; where the datastores get
-their turn the call applies the retrieval strategy and searches them too (``retrieve_turn``), Python keeping the
+(:mod:`engine.native.draft_ahead`, :class:`BuilderTree`, :meth:`engine.native.bound_verify.BoundVerify.verify_draft`):
+the same trees, without the ~40 us of Python a step around ``fc_propose`` and the tree's arrays; where the datastores
+get their turn the call applies the retrieval strategy and searches them too (``retrieve_turn``), Python keeping the
 bookkeeping.
 ``$FASTCODER_DRAFT_AHEAD=0`` drafts before each verification instead (the same trees).
 """
@@ -398,7 +398,7 @@ def _sync_history(args: ProposeArgs, hist) -> int:
 class BuilderTree:
     """A draft tree left in the C tree builder's outputs (``scratch``'s, :class:`engine.native.tree._NativeScratch`):
     its first ``n`` nodes, breadth-first, as :func:`engine.native.tree._tree_from` would copy them. The next
-    ``fc_verify_propose`` call (:meth:`engine.native.step.BoundVerify.verify_draft`) verifies it in place;
+    ``fc_verify_propose`` call (:meth:`engine.native.bound_verify.BoundVerify.verify_draft`) verifies it in place;
     :meth:`tree` copies it out for any other reader. Valid until the builder's next tree on this thread."""
 
     __slots__ = ("scratch", "n")

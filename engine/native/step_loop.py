@@ -1,5 +1,5 @@
 """fastcoder's greedy steps back to back in one native call (``fc_verify_propose_loop`` in draft_ahead.c): the fields
-of :meth:`engine.native.step.BoundVerify.verify_loop` and its log of the steps it ran before its last, which the
+of :meth:`engine.native.bound_verify.BoundVerify.verify_loop` and its log of the steps it ran before its last, which the
 decoder replays (:meth:`engine.generation.Generation._replay`).
 
 Between two fused steps (``fc_verify_propose``: the verification and the next tree's drafting) the decoder spent
@@ -42,8 +42,8 @@ def step_loop_on() -> bool:
 
 
 class StepLoop:
-    """A generation's fields for :meth:`engine.native.step.BoundVerify.verify_loop` (``fc_verify_propose_loop``'s
-    ``lp`` and its log).
+    """A generation's fields for :meth:`engine.native.bound_verify.BoundVerify.verify_loop`
+    (``fc_verify_propose_loop``'s ``lp`` and its log).
 
     Args:
         max_rows: rows a step's forward takes at most (the log holds that many committed tokens a step).
@@ -102,7 +102,7 @@ class StepLoop:
 
     def logged(self, records: list) -> list:
         """The logged steps ``records`` (rows of :attr:`log` as lists) as
-        :meth:`engine.native.step.BoundVerify.verify_loop` returns them."""
+        :meth:`engine.native.bound_verify.BoundVerify.verify_loop` returns them."""
         out = []
         for rec in records:
             m = rec[LOG_COMMITTED_N]
@@ -113,7 +113,7 @@ class StepLoop:
 
 
 class LoggedStep(NamedTuple):
-    """A step :meth:`engine.native.step.BoundVerify.verify_loop` ran before its last, for the decoder's replay.
+    """A step :meth:`engine.native.bound_verify.BoundVerify.verify_loop` ran before its last, for the decoder's replay.
 
     Attributes:
         n: its tree's nodes.
