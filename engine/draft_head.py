@@ -190,7 +190,7 @@ class DraftHead:
 
 
 def logit(q: float) -> float:
-    """log(q / (1 - q)) of ``q`` clipped to [EPS, 1 - EPS] (``head_logit`` in draft_tree.c, the same operations)."""
+    """log(q / (1 - q)) of ``q`` clipped to [EPS, 1 - EPS] (``head_logit`` in draft_head.h, the same operations)."""
     qc = EPS if q < EPS else (1.0 - EPS if q > 1.0 - EPS else q)
     return math.log(qc / (1.0 - qc))
 

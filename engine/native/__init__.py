@@ -36,8 +36,8 @@ from ..cache_paths import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("draft_tree.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c", "greedy.c",
-           "propose.c", "draft_ahead.c", "context_copy.c", "kv_cache.c", "screened_head.c", "step.c")
+SOURCES = ("draft_tree.c", "draft_head.c", "small_gemm.c", "tree_attention.c", "decoder_layer.c", "datastore.c",
+           "greedy.c", "propose.c", "draft_ahead.c", "context_copy.c", "kv_cache.c", "screened_head.c", "step.c")
 #: -ffp-contract=off: no fused multiply-add, so every float equals the Python builder's.
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC", "-ffp-contract=off")
 #: Added when the compiler takes it: fc_gemm splits its panels over torch's threads (small_gemm.c). A compiler
@@ -55,7 +55,7 @@ def _cflags() -> tuple[str, ...]:
 #: The sources of the verify forward's kernels: what the measured c(n) curve depends on (:func:`forward_version`).
 FORWARD_SOURCES = ("small_gemm.c", "tree_attention.c", "decoder_layer.c", "simd_math.h", "screened_head.c", "step.c")
 #: Headers the sources include (part of the library's version, not compiled on their own).
-HEADERS = ("simd_math.h", "propose.h", "indent_shift.h")
+HEADERS = ("simd_math.h", "propose.h", "indent_shift.h", "draft_head.h")
 
 _state: dict[str, object] = {}
 
@@ -127,9 +127,9 @@ def _configure(lib: ctypes.CDLL) -> None:
     lib.fc_set_threads.argtypes = [i64]  # fc_gemm's threads (engine.native.linear.sync_threads)
     lib.fc_gemm_pack.restype = None
     lib.fc_gemm_pack.argtypes = [ptr, i64, i64, ptr]
-    lib.fc_head_hidden.restype = None  # the draft head's h' and lse_hat (engine.draft_head, draft_tree.c)
+    lib.fc_head_hidden.restype = None  # the draft head's h' and lse_hat (engine.draft_head, draft_head.c)
     lib.fc_head_hidden.argtypes = [ptr, ptr, ptr, i64]
-    lib.fc_head_step.restype = i64  # a decode step's draft-head work: learn, then the next h' (draft_tree.c)
+    lib.fc_head_step.restype = i64  # a decode step's draft-head work: learn, then the next h' (draft_head.c)
     lib.fc_head_step.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, i64, dbl]
     f32, cint = ctypes.c_float, ctypes.c_int
     lib.fc_fused_layer_supported.restype = cint

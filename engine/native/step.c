@@ -234,7 +234,7 @@ enum { L_KEYS, L_SOURCES, L_ACCEPTED, L_TRIED, L_POOLED_ACCEPTED, L_POOLED_TRIED
  * tried, the path's nodes were accepted (float64 += 1 in the arrays at L_ACCEPTED..L_POOLED_TRIED, bucket
  * keys[i] and its pooled bucket (key / alt stride) * source stride + key % source stride), and hits[sources[node]]
  * += 1 for each accepted node. L_KEYS 0: no estimate to update (hits only); L_HITS 0: no count. Then, where
- * L_HEAD_IA is set, the draft head's step (fc_head_step, draft_tree.c: learn from the committed token after the
+ * L_HEAD_IA is set, the draft head's step (fc_head_step, draft_head.c: learn from the committed token after the
  * pending one, then h' from the final hidden state of the row that chose the new pending token: row 0 the pending
  * token's, 1 + i node i's; the learning rate a float64 at L_HEAD_LR) with its return in learn[L_HEAD_LEARNED], as
  * engine.draft_head.DepthOneFeature.step does it. learn[L_LEARNED] is set to 1 when all of it was done, 0 when a
