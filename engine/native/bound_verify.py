@@ -9,7 +9,6 @@ forward; this module owns what one generation keeps between its steps.
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,15 +17,13 @@ from ..kv_cache import buffers_epoch
 from .draft_ahead import VP_PROBS
 from .linear import sync_threads
 from .propose import BuilderTree
-from .step import VIEW_ATTR, copy_probs
+from .step import _LEN, VIEW_ATTR, copy_probs
 from .step_loop import (LOG_EXACT, LOG_HEAD_LEARNED, LOG_LEARNED, LOG_SCREENED, LP_KEYS, LP_KV_CAPACITY, LP_LAST_N,
                         LP_LAST_PAST, LP_MASK_FLOATS, LP_MAX_ROWS, LP_MAX_STEPS, LP_NOTE_MISS, LP_SOURCES,
                         LP_STEPS, StepLoop, step_loop_on)
 
 if TYPE_CHECKING:
     from .step import GreedyStep
-
-_LEN = operator.attrgetter("_len")
 
 
 class BoundVerify:
